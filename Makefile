@@ -1,0 +1,27 @@
+# Each target creates .venv and installs the project into it when missing.
+PY      ?= python3
+VENV    := .venv
+VPY     := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed
+
+.PHONY: demo test bench setup clean
+
+$(STAMP): pyproject.toml
+	test -x $(VPY) || $(PY) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip "setuptools>=68" wheel
+	$(VPY) -m pip install -q -e .
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/tilecert demo
+
+test: $(STAMP)
+	$(VPY) -m pytest
+
+bench: $(STAMP)
+	$(VPY) benchmarks/interp.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,1 @@
+"""tilecert.backends (see ARCHITECTURE.md)."""

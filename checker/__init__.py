@@ -1,0 +1,1 @@
+"""tilecert.checker (see ARCHITECTURE.md)."""

@@ -1,0 +1,21 @@
+"""The canonical GEMM of the Tile DSL: ragged in every dim, pipelined over K."""
+import tilecert as tc
+from tilecert import f32
+
+
+@tc.kernel
+def gemm(A: tc.Tensor[f32, "M", "K"], B: tc.Tensor[f32, "K", "N"],
+         C: tc.Tensor[f32, "M", "N"], bm: int = 3, bn: int = 5, bk: int = 7):
+    M, K = A.shape
+    N = B.shape[1]
+    for nest in tc.parallel(tc.cdiv(M, bm), tc.cdiv(N, bn)):
+        m0 = nest.index(0) * bm
+        n0 = nest.index(1) * bn
+        acc = tc.zeros(f32, (bm, bn))
+        for k in nest.pipeline(tc.cdiv(K, bk), window=2, interval=1):
+            k.stage("load")
+            a = A.tile((m0, k.index() * bk), (bm, bk)).load()
+            b = B.tile((k.index() * bk, n0), (bk, bn)).load()
+            k.stage("compute")
+            acc = tc.mma(a, b, acc)
+        C.tile((m0, n0), (bm, bn)).store(acc)

@@ -1,0 +1,1 @@
+"""tilecert.lowering (see ARCHITECTURE.md)."""

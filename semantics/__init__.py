@@ -1,0 +1,1 @@
+"""tilecert.semantics: the IR, the DSL capture frontend and the reference interpreter."""

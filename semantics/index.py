@@ -1,0 +1,168 @@
+"""Index expressions: the pure, integer-valued expressions of execution coordinates.
+
+Extents, view origins and element indices are index expressions over constants, size
+parameters and loop coordinates, combined with +, -, *, floor division, modulo, min, max
+and comparisons. They are quasi-affine whenever division and modulo are by constants,
+which is what the polyhedral checker needs. Constructors fold constants.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Union
+
+import numpy as np
+
+from .errors import ExecutionError
+
+
+class IExpr:
+    """Base of index expressions (frozen dataclasses, compared structurally)."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True)
+class IConst(IExpr):
+    value: int
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+@dataclass(frozen=True)
+class ISize(IExpr):
+    """A size parameter of the program (a tensor extent), possibly symbolic."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class IVar(IExpr):
+    """Coordinate ``axis`` of loop region ``region`` (the region's local index)."""
+
+    region: int
+    axis: int
+
+    def __str__(self) -> str:
+        return f"r{self.region}.{self.axis}"
+
+
+@dataclass(frozen=True)
+class IBin(IExpr):
+    """A binary operation; ``op`` is one of ``BIN_OPS``."""
+
+    op: str
+    a: IExpr
+    b: IExpr
+
+    def __str__(self) -> str:
+        if self.op in ("min", "max"):
+            return f"{self.op}({self.a}, {self.b})"
+        return f"({self.a} {_SYMBOL[self.op]} {self.b})"
+
+
+@dataclass(frozen=True)
+class INot(IExpr):
+    a: IExpr
+
+    def __str__(self) -> str:
+        return f"!{self.a}"
+
+
+_SYMBOL = {
+    "add": "+", "sub": "-", "mul": "*", "floordiv": "//", "mod": "%",
+    "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&&", "or": "||",
+}
+ARITH_OPS = ("add", "sub", "mul", "floordiv", "mod", "min", "max")
+CMP_OPS = ("lt", "le", "gt", "ge", "eq", "ne", "and", "or")
+BIN_OPS = ARITH_OPS + CMP_OPS
+
+IntLike = Union[int, np.integer, np.ndarray]
+
+_PY = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b,
+    "min": np.minimum, "max": np.maximum,
+    "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
+    "and": np.logical_and, "or": np.logical_or,
+}
+
+
+def ibin(op: str, a: IExpr, b: IExpr) -> IExpr:
+    """Build ``a op b``, folding constants and the neutral elements of + and *."""
+    if isinstance(a, IConst) and isinstance(b, IConst):
+        if op in ("floordiv", "mod") and b.value == 0:
+            return IBin(op, a, b)
+        value = _PY[op](a.value, b.value)
+        return IConst(int(value))
+    if op == "add":
+        if a == IConst(0):
+            return b
+        if b == IConst(0):
+            return a
+    if op == "sub" and b == IConst(0):
+        return a
+    if op in ("add", "sub") and isinstance(b, IConst) and isinstance(a, IBin) and a.op in ("add", "sub") \
+            and isinstance(a.b, IConst):  # (x +- c1) +- c2 -> x + c
+        c = (a.b.value if a.op == "add" else -a.b.value) + (b.value if op == "add" else -b.value)
+        return ibin("add", a.a, IConst(c)) if c >= 0 else ibin("sub", a.a, IConst(-c))
+    if op == "mul":
+        if a == IConst(1):
+            return b
+        if b == IConst(1):
+            return a
+        if IConst(0) in (a, b):
+            return IConst(0)
+    if op == "floordiv" and b == IConst(1):
+        return a
+    return IBin(op, a, b)
+
+
+def cdiv(a: IExpr, b: IExpr) -> IExpr:
+    """Ceiling division ``(a + b - 1) // b`` for positive ``b``."""
+    return ibin("floordiv", ibin("sub", ibin("add", a, b), IConst(1)), b)
+
+
+def evaluate(e: IExpr, sizes: Mapping[str, int], coords: Mapping[tuple[int, int], IntLike]) -> IntLike:
+    """Evaluate ``e``; loop coordinates may be numpy arrays (evaluated elementwise)."""
+    if isinstance(e, IConst):
+        return e.value
+    if isinstance(e, ISize):
+        return sizes[e.name]
+    if isinstance(e, IVar):
+        return coords[(e.region, e.axis)]
+    if isinstance(e, IBin):
+        a = evaluate(e.a, sizes, coords)
+        b = evaluate(e.b, sizes, coords)
+        if e.op in ("floordiv", "mod") and np.any(np.asarray(b) == 0):
+            raise ExecutionError(f"index expression {e} divides by zero", hint="check the sizes and tile factors")
+        return _PY[e.op](a, b)
+    if isinstance(e, INot):
+        return np.logical_not(evaluate(e.a, sizes, coords))
+    raise TypeError(f"not an index expression: {e!r}")
+
+
+def free_vars(e: IExpr) -> frozenset[tuple[int, int]]:
+    """The loop coordinates ``(region, axis)`` that ``e`` reads."""
+    if isinstance(e, IVar):
+        return frozenset({(e.region, e.axis)})
+    if isinstance(e, IBin):
+        return free_vars(e.a) | free_vars(e.b)
+    if isinstance(e, INot):
+        return free_vars(e.a)
+    return frozenset()
+
+
+def size_names(e: IExpr) -> frozenset[str]:
+    """The size parameters that ``e`` reads."""
+    if isinstance(e, ISize):
+        return frozenset({e.name})
+    if isinstance(e, IBin):
+        return size_names(e.a) | size_names(e.b)
+    if isinstance(e, INot):
+        return size_names(e.a)
+    return frozenset()

@@ -1,0 +1,153 @@
+"""``@tc.kernel``: signature analysis, source rewriting and capture into a ``Program``."""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable
+
+from . import ir
+from .builder import _ACTIVE, Builder
+from .dtypes import DType, dtype_of
+from .errors import CaptureError, Loc, TilecertError
+from .index import ISize
+from .regions import UNBOUND, RegionSpec
+from .rewrite import rewrite_function
+from .tensors import TensorRef
+
+
+class TensorSpec:
+    """The annotation ``tc.Tensor[f32, "M", "K"]``: dtype and dim names."""
+
+    def __init__(self, dtype: DType, dims: tuple[str, ...]) -> None:
+        self.dtype = dtype
+        self.dims = dims
+
+    def __repr__(self) -> str:
+        return f"Tensor[{self.dtype.name}, {', '.join(map(repr, self.dims))}]"
+
+
+class Tensor:
+    """Use as an annotation: ``A: tc.Tensor[f32, "M", "K"]`` (equal names are one dim)."""
+
+    def __class_getitem__(cls, params: Any) -> TensorSpec:
+        if not isinstance(params, tuple) or len(params) < 1:
+            raise TilecertError("Tensor annotations are Tensor[dtype, 'dim', ...]", hint='Tensor[f32, "M", "K"]')
+        dt = dtype_of(params[0])
+        names = params[1:]
+        for n in names:
+            if not isinstance(n, str) or not n.isidentifier():
+                raise TilecertError(f"tensor dim names must be identifiers, got {n!r}", hint='Tensor[f32, "M", "K"]')
+        return TensorSpec(dt, tuple(names))
+
+
+class _Runtime:
+    """The helpers that rewritten kernel code calls (see ``rewrite``)."""
+
+    @staticmethod
+    def is_region(x: Any) -> bool:
+        return isinstance(x, RegionSpec)
+
+    @staticmethod
+    def peek(thunk: Callable[[], Any]) -> Any:
+        try:
+            return thunk()
+        except NameError:
+            return UNBOUND
+
+    @staticmethod
+    def bad_jump(what: str) -> None:
+        raise CaptureError(f"`{what}` inside a region loop only affects capture",
+                           hint="region bodies run once at capture; use tc.where or guards for data choices")
+
+
+RUNTIME = _Runtime()
+
+
+class Kernel:
+    """A captured-on-demand tile kernel; ``capture(**config)`` returns its ``Program``."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.name = fn.__name__
+        self.loc = Loc(fn.__code__.co_filename, fn.__code__.co_firstlineno)
+        self.tensors: dict[str, TensorSpec] = {}
+        self.config_defaults: dict[str, Any] = {}
+        sig = inspect.signature(fn)
+        hints = getattr(fn, "__annotations__", {})
+        for pname, param in sig.parameters.items():
+            ann = hints.get(pname, param.annotation)
+            if isinstance(ann, TensorSpec):
+                self.tensors[pname] = ann
+            elif param.default is not inspect.Parameter.empty:
+                self.config_defaults[pname] = param.default
+            else:
+                raise CaptureError(f"parameter `{pname}` of kernel {self.name} is neither a tensor nor a config "
+                                   "value with a default", self.loc,
+                                   'annotate tensors as tc.Tensor[f32, "M", "K"]; give config ints a default')
+        self._rewritten: Callable[..., Any] | None = None
+        self._cache: dict[tuple, ir.Program] = {}
+        self.__doc__ = fn.__doc__
+        self.__name__ = self.name
+
+    @property
+    def size_names(self) -> tuple[str, ...]:
+        seen: list[str] = []
+        for spec in self.tensors.values():
+            for d in spec.dims:
+                if d not in seen:
+                    seen.append(d)
+        return tuple(seen)
+
+    def split_config(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        config = dict(self.config_defaults)
+        for k in list(kwargs):
+            if k in self.config_defaults:
+                config[k] = kwargs.pop(k)
+        return config
+
+    def capture(self, **config: Any) -> ir.Program:
+        """The kernel's IR for these config values (cached)."""
+        unknown = set(config) - set(self.config_defaults)
+        if unknown:
+            raise CaptureError(f"unknown config parameter(s) {sorted(unknown)} for kernel {self.name}", self.loc,
+                               f"config parameters are {sorted(self.config_defaults)}")
+        full = {**self.config_defaults, **config}
+        key = tuple(sorted((k, repr(v)) for k, v in full.items()))
+        if key not in self._cache:
+            self._cache[key] = self._capture(full)
+        return self._cache[key]
+
+    def _capture(self, config: dict[str, Any]) -> ir.Program:
+        if _ACTIVE:
+            raise CaptureError("tile kernel captures cannot be nested", self.loc,
+                               "call tc.run on a kernel from host code, not from inside another kernel")
+        if self._rewritten is None:
+            self._rewritten = rewrite_function(self.fn, RUNTIME)
+        b = Builder(self.name)
+        b.root.loc = self.loc
+        args: dict[str, Any] = {}
+        for pname, spec in self.tensors.items():
+            dims = tuple(b.dim(d) for d in spec.dims)
+            args[pname] = TensorRef(pname, spec.dtype, dims, tuple(ISize(d) for d in spec.dims))
+        _ACTIVE.append(b)
+        try:
+            self._rewritten(**args, **config)
+            if len(b.frames) != 1:
+                raise CaptureError("unterminated execution nest at end of kernel capture", self.loc,
+                                   "do not return from inside a region loop")
+        finally:
+            _ACTIVE.pop()
+        decls = tuple(
+            ir.TensorDecl(pname, spec.dtype.name, tuple(b.dim(d) for d in spec.dims),
+                          tuple(ISize(d) for d in spec.dims), pname in b.written)
+            for pname, spec in self.tensors.items())
+        body = ir.Block((), tuple(b.root.ops), ())
+        cfg = tuple(sorted((k, v) for k, v in config.items() if isinstance(v, (int, float, bool))))
+        return ir.Program(self.name, self.size_names, decls, body, cfg, self.loc)
+
+    def __repr__(self) -> str:
+        return f"<tilecert kernel {self.name}>"
+
+
+def kernel(fn: Callable[..., Any]) -> Kernel:
+    """Decorate a function written in the tile DSL."""
+    return Kernel(fn)

@@ -1,0 +1,114 @@
+"""JSON round trip of programs (``load(dump(p)) == p``) and the structural digest.
+
+The digest hashes the program with every name replaced by its order of first
+appearance (values, regions, memories, dims, size parameters, tensors) and with labels,
+source locations and the kernel name dropped, so alpha-renaming leaves it unchanged.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any
+
+from . import index, ir
+from .errors import Loc, SerializationError
+
+_CLASSES: dict[str, type] = {
+    cls.__name__: cls
+    for cls in (
+        index.IConst, index.ISize, index.IVar, index.IBin, index.INot, Loc, ir.Dim, ir.TileType, ir.Value,
+        ir.Full, ir.Iota, ir.IndexValue, ir.Cast, ir.Unary, ir.Binary, ir.Select, ir.Block, ir.ReduceExpr,
+        ir.Mma, ir.Reshape, ir.ViewLoad, ir.ViewStore, ir.Alloc, ir.MemStore, ir.MemLoad, ir.Stage,
+        ir.Parallel, ir.Serial, ir.Pipeline, ir.Reduce, ir.TensorDecl, ir.Program,
+    )
+}
+
+
+def to_tree(obj: Any) -> Any:
+    """The JSON-able tree of an IR object (dataclasses become tagged dicts)."""
+    if dataclasses.is_dataclass(obj):
+        node = {"_": type(obj).__name__}
+        for f in dataclasses.fields(obj):
+            node[f.name] = to_tree(getattr(obj, f.name))
+        return node
+    if isinstance(obj, (tuple, list)):
+        return [to_tree(x) for x in obj]
+    return obj
+
+
+def from_tree(node: Any) -> Any:
+    if isinstance(node, list):
+        return tuple(from_tree(x) for x in node)
+    if isinstance(node, dict):
+        name = node.get("_")
+        cls = _CLASSES.get(name)
+        if cls is None:
+            raise SerializationError(f"unknown IR node {name!r}", hint="the file is not a tilecert program")
+        try:
+            return cls(**{k: from_tree(v) for k, v in node.items() if k != "_"})
+        except TypeError as exc:
+            raise SerializationError(f"malformed {name} node: {exc}", hint="the file is not a tilecert program")
+    return node
+
+
+def dump(p: ir.Program) -> str:
+    """Serialize a program as JSON text."""
+    return json.dumps(to_tree(p), sort_keys=True)
+
+
+def load(text: str) -> ir.Program:
+    """Parse JSON text produced by ``dump``."""
+    try:
+        tree = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SerializationError(f"not JSON: {exc}", hint="pass the text written by tilecert's dump") from None
+    p = from_tree(tree)
+    if not isinstance(p, ir.Program):
+        raise SerializationError("the JSON does not hold a Program", hint="pass the text written by dump")
+    return p
+
+
+_DROP = {"label", "loc", "_name"}
+_RENAMED = {  # field -> namespace of the identifier it holds
+    ("Value", "id"): "value", ("Dim", "id"): "dim", ("ISize", "name"): "size", ("IVar", "region"): "region",
+    ("Parallel", "region"): "region", ("Serial", "region"): "region", ("Pipeline", "region"): "region",
+    ("Reduce", "region"): "region", ("Alloc", "mem"): "mem", ("MemStore", "mem"): "mem", ("MemLoad", "mem"): "mem",
+    ("ViewLoad", "tensor"): "tensor", ("ViewStore", "tensor"): "tensor", ("TensorDecl", "name"): "tensor",
+}
+_VALUE_REFS = {"x", "a", "b", "c", "cond", "init", "fallback", "value", "inits", "yields"}
+_OPS_WITH_REFS = {"Cast", "Unary", "Reshape", "Binary", "Select", "ReduceExpr", "Mma", "ViewLoad", "ViewStore",
+                  "MemStore", "Serial", "Pipeline", "Reduce", "Block"}
+
+
+def _canon(node: Any, names: dict[str, dict[Any, int]]) -> Any:
+    if isinstance(node, list):
+        return [_canon(x, names) for x in node]
+    if not isinstance(node, dict):
+        return node
+    kind = node["_"]
+    out: dict[str, Any] = {"_": kind}
+    for key, val in node.items():
+        if key == "_" or key in _DROP or (kind == "Program" and key in ("name", "config")) or (
+                kind == "Stage" and key == "name"):
+            continue
+        space = _RENAMED.get((kind, key))
+        if kind == "Dim" and key == "id" and val < 0:
+            space = None  # positional dims are canonical already
+        if kind == "Program" and key == "sizes":
+            val, space = list(val), "size"
+        if space is None and key in _VALUE_REFS and kind in _OPS_WITH_REFS:
+            space = "value"
+        if space is not None:
+            table = names.setdefault(space, {})
+            ren = lambda v: None if v is None else table.setdefault(v, len(table))  # noqa: E731
+            out[key] = [ren(v) for v in val] if isinstance(val, list) else ren(val)
+        else:
+            out[key] = _canon(val, names)
+    return out
+
+
+def digest(p: ir.Program) -> str:
+    """A structural hash of ``p`` that is invariant under renaming."""
+    canon = _canon(to_tree(p), {})
+    return hashlib.sha256(json.dumps(canon, sort_keys=True).encode()).hexdigest()

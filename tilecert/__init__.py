@@ -1,0 +1,61 @@
+"""tilecert: a reference interpreter with formal checkers for tile programs.
+
+The public face: the DSL (``kernel``, ``Tensor``, regions, tile ops, memories), the
+interpreter (``run``) and the IR utilities (``capture``, ``format_program``, ``dump``,
+``load``, ``digest``).
+"""
+from __future__ import annotations
+
+from typing import Any, Union
+
+import numpy as np
+
+from tilecert.semantics import ir
+from tilecert.semantics.dtypes import DType, bf16, bool_, f16, f32, f64, i8, i16, i32, i64, u8
+from tilecert.semantics.errors import (CaptureError, ExecutionError, InputError, NoninterferenceError,
+                                       SerializationError, TilecertError, TypeMismatch)
+from tilecert.semantics.interp import interpret
+from tilecert.semantics.kernel import Kernel, Tensor, kernel
+from tilecert.semantics.printer import format_program
+from tilecert.semantics.regions import parallel, pipeline, reduction, serial
+from tilecert.semantics.serialize import digest, dump, load
+from tilecert.semantics.tensors import memory
+from tilecert.semantics.tileops import (abs, cast, dims, exp, full, iota, log, matmul, maximum, minimum, mma,
+                                        reduce, reshape, sqrt, tanh, where, zeros)
+from tilecert.semantics.values import cdiv
+
+Program = ir.Program
+
+
+def capture(k: Union[Kernel, ir.Program], **config: Any) -> ir.Program:
+    """The IR of kernel ``k`` for the given config values (a Program passes through)."""
+    if isinstance(k, ir.Program):
+        return k
+    if not isinstance(k, Kernel):
+        raise TilecertError(f"expected a @tc.kernel or a Program, got {type(k).__name__}", hint="decorate with @tc.kernel")
+    return k.capture(**config)
+
+
+def run(k: Union[Kernel, ir.Program], *, order: str = "canonical", seed: int = 0, reduce_mode: str = "canonical",
+        checked: bool = True, **arrays_and_sizes: Any) -> dict[str, np.ndarray]:
+    """Interpret ``k`` on copies of the arrays; sizes come from the arrays' shapes.
+
+    ``order``: parallel instance order (canonical | reverse | shuffle, seeded by ``seed``).
+    ``reduce_mode``: canonical balanced trees, or adversarial random regroupings.
+    ``checked``: record each parallel instance's cells and report conflicts.
+    Returns the tensors the kernel writes, by name.
+    """
+    kwargs = dict(arrays_and_sizes)
+    config = k.split_config(kwargs) if isinstance(k, Kernel) else {}
+    return interpret(capture(k, **config), order=order, seed=seed, reduce_mode=reduce_mode, checked=checked, **kwargs)
+
+
+__all__ = [
+    "kernel", "Kernel", "Tensor", "Program", "run", "capture", "format_program", "dump", "load", "digest",
+    "parallel", "serial", "pipeline", "reduction", "memory", "cdiv", "dims",
+    "full", "zeros", "iota", "cast", "where", "exp", "log", "sqrt", "tanh", "abs", "minimum", "maximum", "reduce",
+    "mma", "matmul", "reshape",
+    "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "bool_", "DType",
+    "TilecertError", "CaptureError", "TypeMismatch", "InputError", "ExecutionError", "NoninterferenceError",
+    "SerializationError",
+]
