@@ -281,6 +281,7 @@ class Parallel:
     extents: tuple[IExpr, ...]
     body: Block
     binding: Optional[str] = None
+    name: str = ""
     loc: Loc = NOWHERE
 
 
@@ -293,6 +294,7 @@ class Serial:
     inits: tuple[int, ...]
     body: Block
     outs: tuple[Value, ...]
+    name: str = ""
     loc: Loc = NOWHERE
 
 
@@ -307,6 +309,7 @@ class Pipeline:
     outs: tuple[Value, ...]
     window: int = 2
     interval: int = 1
+    name: str = ""
     loc: Loc = NOWHERE
 
 
@@ -320,6 +323,7 @@ class Reduce:
     body: Block
     outs: tuple[Value, ...]
     policy: str = "unordered_tree"
+    name: str = ""
     loc: Loc = NOWHERE
 
 

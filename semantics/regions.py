@@ -152,13 +152,15 @@ class RegionSpec:
                            "region loops must be written in the @tc.kernel function itself")
 
     # ------------------------------------------------------------------ protocol used by rewritten loops
-    def __tc_enter__(self, names: tuple[str, ...], values: tuple[Any, ...]) -> tuple[Nest, tuple[Any, ...]]:
+    def __tc_enter__(self, names: tuple[str, ...], values: tuple[Any, ...],
+                     target: str = "") -> tuple[Nest, tuple[Any, ...]]:
         b = active()
         region = b.new_region()
         frame = b.push(Frame(self.kind, region, self.loc))
         frame.handle_binding = self.attrs.get("bind")
         frame.statically_nonempty = all(isinstance(e, IConst) and e.value > 0 for e in self.extents)
         self.frame = frame
+        self.target = target
         self.names = names
         self.inits = values
         self.carried: list[tuple[int, Tile, ir.Value]] = []
@@ -213,11 +215,12 @@ class RegionSpec:
         if frame.statically_nonempty and self.kind != "parallel":
             parent.stored_mems |= frame.stored_mems
         if self.kind == "parallel":
-            b.emit(ir.Parallel(frame.region, self.extents, body, self.attrs.get("bind"), self.loc))
+            b.emit(ir.Parallel(frame.region, self.extents, body, self.attrs.get("bind"), self.target, self.loc))
             return values
         outs = tuple(b.new_value(init.type) for _, init, _ in self.carried)
         inits = tuple(init.value.id for _, init, _ in self.carried)
-        common = dict(region=frame.region, extents=self.extents, inits=inits, body=body, outs=outs, loc=self.loc)
+        common = dict(region=frame.region, extents=self.extents, inits=inits, body=body, outs=outs, loc=self.loc,
+                      name=self.target)
         if self.kind == "serial":
             b.emit(ir.Serial(**common))
         elif self.kind == "pipeline":

@@ -86,7 +86,7 @@ class _LoopRewriter(ast.NodeTransformer):
         src = textwrap.dedent(f"""
             {it} = None
             if {RT}.is_region({it}):
-                {tgt}, {lhs} = {it}.__tc_enter__({tuple(names)!r}, {peek})
+                {tgt}, {lhs} = {it}.__tc_enter__({tuple(names)!r}, {peek}, {tgt!r})
                 pass
                 {lhs} = {it}.__tc_exit__({peek})
             else:

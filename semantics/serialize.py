@@ -69,7 +69,8 @@ def load(text: str) -> ir.Program:
     return p
 
 
-_DROP = {"label", "loc", "_name"}
+_DROP = {"label", "loc"}
+_LABEL_NAMES = {"Program", "Stage", "Parallel", "Serial", "Pipeline", "Reduce", "Loop"}
 _RENAMED = {  # field -> namespace of the identifier it holds
     ("Value", "id"): "value", ("Dim", "id"): "dim", ("ISize", "name"): "size", ("IVar", "region"): "region",
     ("Parallel", "region"): "region", ("Serial", "region"): "region", ("Pipeline", "region"): "region",
@@ -89,8 +90,8 @@ def _canon(node: Any, names: dict[str, dict[Any, int]]) -> Any:
     kind = node["_"]
     out: dict[str, Any] = {"_": kind}
     for key, val in node.items():
-        if key == "_" or key in _DROP or (kind == "Program" and key in ("name", "config")) or (
-                kind == "Stage" and key == "name"):
+        if key == "_" or key in _DROP or (key == "name" and kind in _LABEL_NAMES) or (
+                kind == "Program" and key == "config"):
             continue
         space = _RENAMED.get((kind, key))
         if kind == "Dim" and key == "id" and val < 0:

@@ -1,0 +1,176 @@
+"""Loop form: the element-level part of the IR, on which schedule ops act.
+
+Library expansion (``expand``) rewrites a tile program into loop form: every tile value
+becomes a buffer owned by its anchor instance, every tile op a loop nest of scalar
+statements. A loop-form program is an ordinary ``Program`` whose body holds these nodes:
+
+- ``Loop``: one loop variable ``IVar(var, 0)`` over ``[0, extent)``; ``kind`` is parallel,
+  serial, reduce (iterations combine only through ``Accum``) or pipeline; ``binding`` is an
+  optional hardware or rendering choice (grid<slot>, block<slot>, warp, lane, vector,
+  unrolled, core, serial). ``name`` is the stable, readable handle schedule ops use.
+- ``If``: a guard on a quasi-affine index condition.
+- ``Decl``: a buffer allocation (one per instance of the nearest enclosing parallel loop).
+- ``Assign``: ``buf[index] = value``; ``Accum``: ``buf[index] = buf[index] <op> value`` under a
+  reduction order policy (what reorderings of the updates are admitted).
+- ``Barrier``: synchronisation of the participants of a scope (block or warp).
+
+Scalar expressions (``Ld``, ``Lit``, ``Ix``, ``Un``, ``Bin``, ``Sel``, ``Cvt``) carry their dtype.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Optional, Union
+
+from .errors import NOWHERE, Loc
+from .index import IConst, IExpr
+from .ir import Block, Scalar
+
+LOOP_KINDS = ("parallel", "serial", "reduce", "pipeline")
+BINDING_KINDS = ("grid", "block", "warp", "lane", "vector", "unrolled", "core", "serial")
+ACCUM_OPS = ("add", "mul", "max", "min")
+
+
+# ----------------------------------------------------------------------------- scalar expressions
+@dataclass(frozen=True)
+class Ld:
+    buf: str
+    index: tuple[IExpr, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Lit:
+    value: Scalar
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Ix:
+    """The value of an index expression (a coordinate, or a comparison giving bool)."""
+
+    expr: IExpr
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Un:
+    fn: str
+    x: "SExpr"
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Bin:
+    fn: str
+    a: "SExpr"
+    b: "SExpr"
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Sel:
+    cond: "SExpr"
+    a: "SExpr"
+    b: "SExpr"
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Cvt:
+    x: "SExpr"
+    dtype: str
+
+
+SExpr = Union[Ld, Lit, Ix, Un, Bin, Sel, Cvt]
+
+
+# ----------------------------------------------------------------------------- statements
+@dataclass(frozen=True)
+class Buffer:
+    name: str
+    dtype: str
+    shape: tuple[IExpr, ...]
+    scope: str = "local"
+
+
+@dataclass(frozen=True)
+class Decl:
+    buf: Buffer
+    loc: Loc = NOWHERE
+
+
+@dataclass(frozen=True)
+class Assign:
+    buf: str
+    index: tuple[IExpr, ...]
+    value: SExpr
+    loc: Loc = NOWHERE
+
+
+@dataclass(frozen=True)
+class Accum:
+    buf: str
+    index: tuple[IExpr, ...]
+    op: str
+    value: SExpr
+    policy: str = "unordered_tree"
+    loc: Loc = NOWHERE
+
+
+@dataclass(frozen=True)
+class Barrier:
+    scope: str = "block"
+    loc: Loc = NOWHERE
+
+
+@dataclass(frozen=True)
+class If:
+    cond: IExpr
+    body: Block
+    loc: Loc = NOWHERE
+
+
+@dataclass(frozen=True)
+class Loop:
+    var: int
+    name: str
+    extent: IExpr
+    kind: str
+    body: Block
+    binding: Optional[str] = None
+    start: IExpr = IConst(0)
+    loc: Loc = NOWHERE
+
+
+Stmt = Union[Decl, Assign, Accum, Barrier, If, Loop]
+STMT_TYPES = (Decl, Assign, Accum, Barrier, If, Loop)
+EXPR_TYPES = (Ld, Lit, Ix, Un, Bin, Sel, Cvt)
+
+
+def is_loop_form(block: Block) -> bool:
+    return all(isinstance(op, STMT_TYPES) for op in block.ops)
+
+
+def loads(e: SExpr) -> Iterator[Ld]:
+    """Every load in a scalar expression."""
+    if isinstance(e, Ld):
+        yield e
+    elif isinstance(e, (Un, Cvt)):
+        yield from loads(e.x)
+    elif isinstance(e, Bin):
+        yield from loads(e.a)
+        yield from loads(e.b)
+    elif isinstance(e, Sel):
+        yield from loads(e.cond)
+        yield from loads(e.a)
+        yield from loads(e.b)
+
+
+def loops(block: Block) -> Iterator[Loop]:
+    """Every loop nested in ``block``, outermost first."""
+    for op in block.ops:
+        if isinstance(op, Loop):
+            yield op
+        body = getattr(op, "body", None)
+        if body is not None:
+            yield from loops(body)
