@@ -1,6 +1,7 @@
 """Render a program as an indented region tree (kind, domain and policy of each region)."""
 from __future__ import annotations
 
+from . import loopir as L
 from .ir import (Alloc, Binary, Block, Cast, Full, IndexValue, Iota, MemLoad, MemStore, Mma, Op, Parallel,
                  Pipeline, Program, Reduce, ReduceExpr, Reshape, Select, Serial, Stage, Unary, ViewLoad,
                  ViewStore, results_of)
@@ -70,10 +71,52 @@ def _region_head(op: Op) -> str:
     return f"{kind} r{op.region} {dom}{extra}{carry}"
 
 
+def sexpr(e: L.SExpr) -> str:
+    """A scalar expression of loop form as text."""
+    if isinstance(e, L.Ld):
+        return f"{e.buf}[{', '.join(str(i) for i in e.index)}]"
+    if isinstance(e, L.Lit):
+        return repr(e.value)
+    if isinstance(e, L.Ix):
+        return f"{e.expr}"
+    if isinstance(e, L.Un):
+        return f"{e.fn}({sexpr(e.x)})"
+    if isinstance(e, L.Bin):
+        return f"{e.fn}({sexpr(e.a)}, {sexpr(e.b)})"
+    if isinstance(e, L.Sel):
+        return f"({sexpr(e.cond)} ? {sexpr(e.a)} : {sexpr(e.b)})"
+    if isinstance(e, L.Cvt):
+        return f"{e.dtype}({sexpr(e.x)})"
+    raise TypeError(type(e).__name__)
+
+
+def _stmt_lines(st, pad: str, depth: int) -> list[str]:
+    if isinstance(st, L.Loop):
+        bind = f" bind={st.binding}" if st.binding else ""
+        start = f"{st.start}.." if st.start != L.IConst(0) else ""
+        head = f"{pad}{st.kind} {st.name} (i{st.var}) in [{start}{st.extent}){bind}:"
+        return [head] + _block_lines(st.body, depth + 1)
+    if isinstance(st, L.If):
+        return [f"{pad}if {st.cond}:"] + _block_lines(st.body, depth + 1)
+    if isinstance(st, L.Decl):
+        b = st.buf
+        return [f"{pad}{b.scope} {b.name}: {b.dtype}[{', '.join(str(x) for x in b.shape)}]"]
+    if isinstance(st, L.Assign):
+        return [f"{pad}{st.buf}[{', '.join(str(i) for i in st.index)}] = {sexpr(st.value)}"]
+    if isinstance(st, L.Accum):
+        return [f"{pad}{st.buf}[{', '.join(str(i) for i in st.index)}] {st.op}= {sexpr(st.value)}  ({st.policy})"]
+    if isinstance(st, L.Barrier):
+        return [f"{pad}barrier {st.scope}"]
+    raise TypeError(type(st).__name__)
+
+
 def _block_lines(block: Block, depth: int) -> list[str]:
     pad = "  " * depth
     lines: list[str] = []
     for op in block.ops:
+        if isinstance(op, L.STMT_TYPES):
+            lines.extend(_stmt_lines(op, pad, depth))
+            continue
         body = getattr(op, "body", None)
         if body is not None:
             lines.append(f"{pad}{_region_head(op)}:")

@@ -11,7 +11,7 @@ import hashlib
 import json
 from typing import Any
 
-from . import index, ir
+from . import index, ir, loopir
 from .errors import Loc, SerializationError
 
 _CLASSES: dict[str, type] = {
@@ -21,6 +21,8 @@ _CLASSES: dict[str, type] = {
         ir.Full, ir.Iota, ir.IndexValue, ir.Cast, ir.Unary, ir.Binary, ir.Select, ir.Block, ir.ReduceExpr,
         ir.Mma, ir.Reshape, ir.ViewLoad, ir.ViewStore, ir.Alloc, ir.MemStore, ir.MemLoad, ir.Stage,
         ir.Parallel, ir.Serial, ir.Pipeline, ir.Reduce, ir.TensorDecl, ir.Program,
+        loopir.Ld, loopir.Lit, loopir.Ix, loopir.Un, loopir.Bin, loopir.Sel, loopir.Cvt, loopir.Buffer,
+        loopir.Decl, loopir.Assign, loopir.Accum, loopir.Barrier, loopir.If, loopir.Loop,
     )
 }
 
@@ -76,6 +78,8 @@ _RENAMED = {  # field -> namespace of the identifier it holds
     ("Parallel", "region"): "region", ("Serial", "region"): "region", ("Pipeline", "region"): "region",
     ("Reduce", "region"): "region", ("Alloc", "mem"): "mem", ("MemStore", "mem"): "mem", ("MemLoad", "mem"): "mem",
     ("ViewLoad", "tensor"): "tensor", ("ViewStore", "tensor"): "tensor", ("TensorDecl", "name"): "tensor",
+    ("Buffer", "name"): "tensor", ("Ld", "buf"): "tensor", ("Assign", "buf"): "tensor", ("Accum", "buf"): "tensor",
+    ("Loop", "var"): "region",
 }
 _VALUE_REFS = {"x", "a", "b", "c", "cond", "init", "fallback", "value", "inits", "yields"}
 _OPS_WITH_REFS = {"Cast", "Unary", "Reshape", "Binary", "Select", "ReduceExpr", "Mma", "ViewLoad", "ViewStore",

@@ -14,7 +14,10 @@ from tilecert.semantics import ir
 from tilecert.semantics.dtypes import DType, bf16, bool_, f16, f32, f64, i8, i16, i32, i64, u8
 from tilecert.semantics.errors import (CaptureError, ExecutionError, InputError, NoninterferenceError,
                                        SerializationError, TilecertError, TypeMismatch)
-from tilecert.semantics.interp import interpret
+from tilecert.semantics.expand import expand
+from tilecert.semantics.interp import interpret, prepare_inputs
+from tilecert.semantics.loopinterp import interpret_loops
+from tilecert.semantics.loopir import is_loop_form
 from tilecert.semantics.kernel import Kernel, Tensor, kernel
 from tilecert.semantics.printer import format_program
 from tilecert.semantics.regions import parallel, pipeline, reduction, serial
@@ -47,11 +50,16 @@ def run(k: Union[Kernel, ir.Program], *, order: str = "canonical", seed: int = 0
     """
     kwargs = dict(arrays_and_sizes)
     config = k.split_config(kwargs) if isinstance(k, Kernel) else {}
-    return interpret(capture(k, **config), order=order, seed=seed, reduce_mode=reduce_mode, checked=checked, **kwargs)
+    program = capture(k, **config)
+    if is_loop_form(program.body):
+        arrays, sizes = prepare_inputs(program, kwargs)
+        interpret_loops(program, sizes, arrays, order=order, seed=seed, checked=checked)
+        return {name: arrays[name] for name in program.outputs}
+    return interpret(program, order=order, seed=seed, reduce_mode=reduce_mode, checked=checked, **kwargs)
 
 
 __all__ = [
-    "kernel", "Kernel", "Tensor", "Program", "run", "capture", "format_program", "dump", "load", "digest",
+    "kernel", "Kernel", "Tensor", "Program", "run", "capture", "expand", "format_program", "dump", "load", "digest",
     "parallel", "serial", "pipeline", "reduction", "memory", "cdiv", "dims",
     "full", "zeros", "iota", "cast", "where", "exp", "log", "sqrt", "tanh", "abs", "minimum", "maximum", "reduce",
     "mma", "matmul", "reshape",
