@@ -7,7 +7,7 @@ from typing import Any, Callable
 from . import ir
 from .builder import _ACTIVE, Builder
 from .dtypes import DType, dtype_of
-from .errors import CaptureError, Loc, TilecertError
+from .errors import CaptureError, Loc, TilecertError, caller_loc
 from .index import ISize
 from .regions import UNBOUND, RegionSpec
 from .rewrite import rewrite_function
@@ -75,6 +75,11 @@ class Kernel:
         hints = getattr(fn, "__annotations__", {})
         for pname, param in sig.parameters.items():
             ann = hints.get(pname, param.annotation)
+            if isinstance(ann, str):  # `from __future__ import annotations` keeps annotations as text
+                try:
+                    ann = eval(ann, dict(fn.__globals__))  # noqa: S307
+                except Exception:
+                    pass
             if isinstance(ann, TensorSpec):
                 self.tensors[pname] = ann
             elif param.default is not inspect.Parameter.empty:
@@ -106,6 +111,9 @@ class Kernel:
 
     def capture(self, **config: Any) -> ir.Program:
         """The kernel's IR for these config values (cached)."""
+        if _ACTIVE:  # checked before the cache: a cached program must not hide the misuse
+            raise CaptureError("tile kernel captures cannot be nested", caller_loc(),
+                               "call tc.run on a kernel from host code, not from inside another kernel")
         unknown = set(config) - set(self.config_defaults)
         if unknown:
             raise CaptureError(f"unknown config parameter(s) {sorted(unknown)} for kernel {self.name}", self.loc,

@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence
 
 from . import ir
 from .builder import Frame, active
-from .errors import CaptureError, caller_loc
+from .errors import CaptureError, Loc, caller_loc
 from .index import IConst, IVar
 from .values import Idx, Tile, index_expr
 
@@ -57,8 +57,8 @@ class Nest:
                 raise CaptureError(f"index() without an axis requires a rank-one nest (this one has rank {self.rank})",
                                    hint="call index(axis)")
             axis = 0
-        if not 0 <= axis < self.rank:
-            raise CaptureError(f"axis {axis} out of range for a rank-{self.rank} nest", hint="0 <= axis < rank")
+        if not isinstance(axis, int) or isinstance(axis, bool) or not 0 <= axis < self.rank:
+            raise CaptureError(f"axis {axis!r} out of range for a rank-{self.rank} nest", hint="0 <= axis < rank")
         return Idx(IVar(self.region, axis))
 
     def coord(self) -> tuple[Idx, ...]:
@@ -90,6 +90,8 @@ class Nest:
             raise CaptureError("stage() is only valid on the active pipeline nest",
                                hint="call k.stage(...) directly in the body of `for k in ....pipeline(...)`")
         f = self.frame
+        if name is not None and not isinstance(name, str):
+            raise CaptureError(f"stage names are strings, got {name!r}", hint='k.stage("load")')
         label = name if name is not None else f"stage{len(f.stages)}"
         if label in f.stages:
             raise CaptureError(f"stage name {label!r} repeats in this pipeline", hint="give each stage a unique name")
@@ -153,7 +155,7 @@ class RegionSpec:
 
     # ------------------------------------------------------------------ protocol used by rewritten loops
     def __tc_enter__(self, names: tuple[str, ...], values: tuple[Any, ...],
-                     target: str = "") -> tuple[Nest, tuple[Any, ...]]:
+                     target: str = "", lines: tuple[int, ...] = ()) -> tuple[Nest, tuple[Any, ...]]:
         b = active()
         region = b.new_region()
         frame = b.push(Frame(self.kind, region, self.loc))
@@ -162,11 +164,14 @@ class RegionSpec:
         self.frame = frame
         self.target = target
         self.names = names
+        self.lines = lines
+        self.body_file = caller_loc().file  # the kernel whose loop this is (lines are in its file)
         self.inits = values
         self.carried: list[tuple[int, Tile, ir.Value]] = []
         bound: list[Any] = []
         for i, v in enumerate(values):
-            if isinstance(v, Tile) and self.kind != "parallel":
+            # a tile whose defining region has closed is dead: rebinding its name starts a fresh value
+            if isinstance(v, Tile) and self.kind != "parallel" and v.frame.open:
                 b.check_value(v.frame, f"carried `{names[i]}`")
                 arg = b.new_value(v.type)
                 self.carried.append((i, v, arg))
@@ -178,6 +183,11 @@ class RegionSpec:
         frame.handle = handle
         return handle, tuple(bound)
 
+    def _name_loc(self, i: int) -> Loc:
+        """Where the loop body last binds its ``i``-th assigned name (the loop's own line if unknown)."""
+        line = self.lines[i] if i < len(self.lines) else 0
+        return Loc(self.body_file, line) if line else self.loc
+
     def __tc_exit__(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
         b = active()
         frame = self.frame
@@ -186,15 +196,15 @@ class RegionSpec:
             raise CaptureError("execution nests must close in lexical order", self.loc,
                                "do not leave a region from inside a nested one")
         for i, (name, before, after) in enumerate(zip(self.names, self.inits, values)):
-            if self.kind == "parallel" and isinstance(before, Tile) and after is not before:
+            if self.kind == "parallel" and isinstance(before, Tile) and before.frame.open and after is not before:
                 b.pop(frame)
-                raise CaptureError(f"parallel nests cannot mutate an outer value (`{name}`)", self.loc,
+                raise CaptureError(f"parallel nests cannot mutate an outer value (`{name}`)", self._name_loc(i),
                                    "observable results of parallel instances go through stores to tensors or memories")
             if not isinstance(before, (Tile, Nest, RegionSpec, _Unbound)) and isinstance(after, Tile) \
                     and isinstance(before, (int, float, bool)):
                 b.pop(frame)
                 raise CaptureError(f"`{name}` is carried by this {self.kind} loop but starts as the Python number "
-                                   f"{before!r}", self.loc,
+                                   f"{before!r}", self._name_loc(i),
                                    f"start it as a tile: {name} = tc.full(dtype, (), {before!r})")
         yields: list[int] = []
         for i, init, arg in self.carried:
@@ -202,12 +212,13 @@ class RegionSpec:
             name = self.names[i]
             if not isinstance(after, Tile):
                 b.pop(frame)
-                raise CaptureError(f"loop-carried value `{name}` became a {type(after).__name__}", self.loc,
+                raise CaptureError(f"loop-carried value `{name}` became a {type(after).__name__}", self._name_loc(i),
                                    "a carried variable must stay a tile of one type")
             if after.type != init.type:
                 b.pop(frame)
                 raise CaptureError(f"loop-carried value `{name}` changed type from {init.type} to {after.type}",
-                                   self.loc, "keep the dtype, dims and extents of a carried tile across iterations")
+                                   self._name_loc(i),
+                                   "keep the dtype, dims and extents of a carried tile across iterations")
             yields.append(after.use(f"carried `{name}`"))
         b.pop(frame)
         body = ir.Block(frame.args, tuple(frame.ops), tuple(yields))

@@ -24,6 +24,7 @@ import copy
 import inspect
 import itertools
 import textwrap
+import types
 from typing import Any, Callable
 
 from .errors import CaptureError, Loc
@@ -49,12 +50,27 @@ def assigned_names(body: list[ast.stmt]) -> list[str]:
     return [n for n in found if not n.startswith("__tc_")]
 
 
+def _place(tree: ast.AST, node: ast.AST) -> None:
+    """Give generated code the first line of ``node``.
+
+    Expressions get a one-line span: CPython 3.11 reports a method call spanning several
+    lines at its last line, which would move diagnostics to the end of the loop.
+    """
+    for sub in ast.walk(tree):
+        if isinstance(sub, (ast.expr, ast.stmt)):
+            ast.copy_location(sub, node)
+            if isinstance(sub, ast.expr):
+                sub.end_lineno = sub.lineno
+                sub.end_col_offset = sub.col_offset
+
+
 class _JumpGuard(ast.NodeTransformer):
     """Replace break / continue / return at this loop level by a capture error."""
 
     def _fail(self, node: ast.stmt, what: str) -> ast.stmt:
         call = ast.parse(f"{RT}.bad_jump({what!r})").body[0]
-        return ast.copy_location(call, node)
+        _place(call, node)  # the error reports the jump's own line
+        return call
 
     def visit_Break(self, node: ast.Break) -> ast.stmt:
         return self._fail(node, "break")
@@ -71,9 +87,28 @@ class _JumpGuard(ast.NodeTransformer):
     visit_For = visit_While = visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _stop
 
 
+def _store_lines(body: list[ast.stmt], line_offset: int) -> dict[str, int]:
+    """For each name ``body`` binds, the file line of its last binding (scoped like ``assigned_names``)."""
+    lines: dict[str, int] = {}
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
+                             ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            lines[node.id] = max(lines.get(node.id, 0), node.lineno + line_offset)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    for stmt in body:
+        visit(stmt)
+    return lines
+
+
 class _LoopRewriter(ast.NodeTransformer):
-    def __init__(self) -> None:
+    def __init__(self, line_offset: int = 0) -> None:
         self.counter = itertools.count()
+        self.line_offset = line_offset
 
     def visit_For(self, node: ast.For) -> Any:
         self.generic_visit(node)  # rewrite inner loops first
@@ -83,10 +118,12 @@ class _LoopRewriter(ast.NodeTransformer):
         peek = "(" + "".join(f"{RT}.peek(lambda: {x}), " for x in names) + ")"
         lhs = "(" + "".join(f"{x}, " for x in names) + ")"
         tgt = ast.unparse(node.target)
+        store_lines = _store_lines(node.body, self.line_offset)
+        lines = tuple(store_lines.get(x, 0) for x in names)
         src = textwrap.dedent(f"""
             {it} = None
             if {RT}.is_region({it}):
-                {tgt}, {lhs} = {it}.__tc_enter__({tuple(names)!r}, {peek}, {tgt!r})
+                {tgt}, {lhs} = {it}.__tc_enter__({tuple(names)!r}, {peek}, {tgt!r}, {lines!r})
                 pass
                 {lhs} = {it}.__tc_exit__({peek})
             else:
@@ -95,9 +132,7 @@ class _LoopRewriter(ast.NodeTransformer):
             """)
         stmts = ast.parse(src).body
         for stmt in stmts:  # generated code reports the loop's own line
-            for sub in ast.walk(stmt):
-                if isinstance(sub, (ast.expr, ast.stmt)):
-                    ast.copy_location(sub, node)
+            _place(stmt, node)
         stmts[0].value = node.iter
         region_body = [_JumpGuard().visit(copy.deepcopy(s)) for s in node.body]
         branch = stmts[1]
@@ -106,7 +141,9 @@ class _LoopRewriter(ast.NodeTransformer):
         loop.body = node.body
         loop.orelse = node.orelse
         if node.orelse:
-            branch.body.insert(0, ast.parse(f"{RT}.bad_jump('for-else')").body[0])
+            bad = ast.parse(f"{RT}.bad_jump('for-else')").body[0]
+            _place(bad, node)
+            branch.body.insert(0, bad)
         return stmts
 
 
@@ -124,7 +161,7 @@ def rewrite_function(fn: Callable, runtime: Any) -> Callable:
         raise CaptureError("@kernel applies to a plain function", Loc(fn.__code__.co_filename,
                            fn.__code__.co_firstlineno), "decorate a `def`")
     fdef.decorator_list = []
-    fdef = _LoopRewriter().visit(fdef)
+    fdef = _LoopRewriter(fn.__code__.co_firstlineno - 1).visit(fdef)
     freevars = fn.__code__.co_freevars
     factory = ast.FunctionDef(
         name="__tc_factory",
@@ -138,8 +175,20 @@ def rewrite_function(fn: Callable, runtime: Any) -> Callable:
     code = compile(module, fn.__code__.co_filename, "exec")
     namespace: dict[str, Any] = {}
     exec(code, fn.__globals__, namespace)
-    cells = [c.cell_contents for c in (fn.__closure__ or ())]
-    new_fn = namespace["__tc_factory"](*cells, runtime)
+    # Share the kernel's own closure cells (late binding, like the original function): build the
+    # rewritten function from its code object, with a fresh cell only for the runtime.
+    cellmap = dict(zip(freevars, fn.__closure__ or ()))
+    cellmap[RT] = types.CellType(runtime)
+    factory_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
+    inner = next((c for c in factory_code.co_consts if isinstance(c, types.CodeType) and c.co_name == fdef.name),
+                 None)
+    if inner is not None and all(n in cellmap for n in inner.co_freevars):
+        new_fn = types.FunctionType(inner, fn.__globals__, fn.__name__, None,
+                                    tuple(cellmap[n] for n in inner.co_freevars))
+        new_fn.__qualname__ = fn.__qualname__
+    else:  # the body names the kernel itself: fall back to the factory (closure values snapshotted)
+        cells = [c.cell_contents for c in (fn.__closure__ or ())]
+        new_fn = namespace["__tc_factory"](*cells, runtime)
     new_fn.__defaults__ = fn.__defaults__
     new_fn.__kwdefaults__ = fn.__kwdefaults__
     return new_fn

@@ -245,6 +245,9 @@ def binary(fn: str, a: Tile, b: Tile) -> Tile:
 
 
 def unary(fn: str, x: Tile) -> Tile:
+    if not isinstance(x, Tile):
+        raise TypeMismatch(f"`{fn}` takes a tile, got {type(x).__name__}",
+                           hint="build a tile first, e.g. tc.full(tc.f32, (), value)")
     dt = x.dtype
     if fn in ("exp", "log", "sqrt", "tanh") and not dt.is_float:
         raise TypeMismatch(f"`{fn}` needs a float tile, got {dt.name}", hint="tc.cast to a float type first")
