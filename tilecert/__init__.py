@@ -20,6 +20,7 @@ from tilecert.semantics.loopinterp import interpret_loops
 from tilecert.semantics.loopir import is_loop_form
 from tilecert.semantics.kernel import Kernel, Tensor, kernel
 from tilecert.semantics.printer import format_program
+from tilecert.semantics.sched import Schedule
 from tilecert.semantics.regions import parallel, pipeline, reduction, serial
 from tilecert.semantics.serialize import digest, dump, load
 from tilecert.semantics.tensors import memory
@@ -37,6 +38,11 @@ def capture(k: Union[Kernel, ir.Program], **config: Any) -> ir.Program:
     if not isinstance(k, Kernel):
         raise TilecertError(f"expected a @tc.kernel or a Program, got {type(k).__name__}", hint="decorate with @tc.kernel")
     return k.capture(**config)
+
+
+def schedule(k: Kernel, **sizes_and_config: Any) -> Schedule:
+    """A ``Schedule`` of kernel ``k`` in loop form; given sizes are bound, the rest stay symbolic."""
+    return Schedule.create(k, **sizes_and_config)
 
 
 def run(k: Union[Kernel, ir.Program], *, order: str = "canonical", seed: int = 0, reduce_mode: str = "canonical",
@@ -59,7 +65,7 @@ def run(k: Union[Kernel, ir.Program], *, order: str = "canonical", seed: int = 0
 
 
 __all__ = [
-    "kernel", "Kernel", "Tensor", "Program", "run", "capture", "expand", "format_program", "dump", "load", "digest",
+    "kernel", "Kernel", "Tensor", "Program", "run", "capture", "expand", "schedule", "Schedule", "format_program", "dump", "load", "digest",
     "parallel", "serial", "pipeline", "reduction", "memory", "cdiv", "dims",
     "full", "zeros", "iota", "cast", "where", "exp", "log", "sqrt", "tanh", "abs", "minimum", "maximum", "reduce",
     "mma", "matmul", "reshape",

@@ -1,0 +1,158 @@
+"""``Schedule``: a kernel's loop form plus the ops applied to it, replayable and storable.
+
+``s = tc.schedule(kernel, M=64, bm=16)`` captures the kernel (config values), expands it
+to loop form and binds the given sizes (others stay symbolic). Each op method returns the
+handles (loop names) it mints; after each op the simplifier folds the guards the bound
+sizes and loop extents decide. ``s.history`` lists the ops, ``s.save(path)`` writes them as
+JSON with the final program's digest, and ``Schedule.load(path, kernel)`` replays them and
+checks the digest.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+from typing import Any, Callable, Union
+
+import numpy as np
+
+from .. import ir
+from ..errors import InputError, SerializationError, TilecertError
+from ..expand import expand
+from ..interp import prepare_inputs
+from ..kernel import Kernel
+from ..loopinterp import interpret_loops
+from ..printer import format_program
+from ..serialize import digest
+from .base import LoopInfo, ScheduleError, Transformed, loop_infos
+from .simplify import simplify
+
+OPS: dict[str, Callable[..., Transformed]] = {}
+
+
+def register(name: str, fn: Callable[..., Transformed]) -> None:
+    OPS[name] = fn
+
+
+class Schedule:
+    def __init__(self, kernel: Kernel, sizes: dict[str, int], config: dict[str, Any]) -> None:
+        self.kernel = kernel
+        self.sizes = dict(sizes)
+        self.config = dict(config)
+        self.initial = simplify(expand(kernel.capture(**config)), self.sizes)
+        self.program = self.initial
+        self.history: list[tuple[str, dict[str, Any]]] = []
+        self.transforms: list[Transformed] = []
+
+    @classmethod
+    def create(cls, kernel: Kernel, **sizes_and_config: Any) -> "Schedule":
+        if not isinstance(kernel, Kernel):
+            raise TilecertError(f"tc.schedule takes a @tc.kernel, got {type(kernel).__name__}",
+                                hint="decorate the function with @tc.kernel")
+        config = {k: v for k, v in sizes_and_config.items() if k in kernel.config_defaults}
+        sizes = {k: v for k, v in sizes_and_config.items() if k not in config}
+        for name, value in sizes.items():
+            if name not in kernel.size_names:
+                raise ScheduleError(f"unknown size or config {name!r} for kernel {kernel.name}",
+                                    hint=f"sizes: {list(kernel.size_names)}; config: {sorted(kernel.config_defaults)}")
+            if not isinstance(value, int) or value < 0:
+                raise ScheduleError(f"size {name} must be an int >= 0, got {value!r}", hint="or leave it symbolic")
+        return cls(kernel, sizes, config)
+
+    # ------------------------------------------------------------------ ops
+    def apply(self, op: str, *args: Any, **kwargs: Any) -> tuple[str, ...]:
+        """Apply op ``op`` and return the loop names it mints."""
+        if op not in OPS:
+            raise ScheduleError(f"unknown schedule op {op!r}", hint=f"ops: {', '.join(sorted(OPS))}")
+        fn = OPS[op]
+        try:
+            bound = inspect.signature(fn).bind(self.program, *args, **kwargs)
+        except TypeError as exc:
+            raise ScheduleError(f"{op}: {exc}", hint=f"signature: {op}{inspect.signature(fn)}") from None
+        params = dict(list(bound.arguments.items())[1:])
+        result = fn(self.program, *args, **kwargs)
+        self.program = simplify(result.program, self.sizes)
+        self.history.append((op, params))
+        self.transforms.append(result)
+        return result.handles
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name in OPS:
+            def method(*args: Any, **kwargs: Any) -> Any:
+                handles = self.apply(name, *args, **kwargs)
+                return handles if len(handles) != 1 else handles[0]
+            method.__doc__ = OPS[name].__doc__ or inspect.getmodule(OPS[name]).__doc__
+            return method
+        raise AttributeError(name)
+
+    # ------------------------------------------------------------------ views
+    def loops(self) -> list[LoopInfo]:
+        """The loop tree, outermost first, with names, extents, kinds and bindings."""
+        return list(loop_infos(self.program.body))
+
+    def loop_tree(self) -> str:
+        return "\n".join(str(lp) for lp in self.loops())
+
+    def explain(self) -> str:
+        """Each op of the history with its tau and the obligations it hands the checker."""
+        lines = [f"schedule of {self.kernel.name} sizes={self.sizes} config={self.config}"]
+        for k, ((op, params), t) in enumerate(zip(self.history, self.transforms)):
+            args = ", ".join(f"{a}={v!r}" for a, v in params.items())
+            lines.append(f"{k}. {op}({args}) -> {', '.join(t.handles) or '-'}")
+            lines.append(f"   tau: {t.tau}")
+            for ob in t.obligations:
+                lines.append(f"   obligation {ob}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return format_program(self.program)
+
+    # ------------------------------------------------------------------ storage
+    def to_json(self) -> str:
+        return json.dumps({"kernel": self.kernel.name, "sizes": self.sizes, "config": self.config,
+                           "history": [[op, params] for op, params in self.history],
+                           "digest": digest(self.program)}, indent=2)
+
+    def save(self, path: Union[str, Path]) -> None:
+        Path(path).write_text(self.to_json())
+
+    @classmethod
+    def from_json(cls, text: str, kernel: Kernel) -> "Schedule":
+        try:
+            data = json.loads(text)
+            sizes, config, history = data["sizes"], data["config"], data["history"]
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise SerializationError(f"malformed schedule file: {exc}",
+                                     hint="a schedule file holds kernel, sizes, config, history and digest") from None
+        if data.get("kernel") != kernel.name:
+            raise SerializationError(f"the schedule is for kernel {data.get('kernel')!r}, not {kernel.name!r}",
+                                     hint="load it with the kernel it was made for")
+        s = cls.create(kernel, **sizes, **config)
+        for entry in history:
+            if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], dict)):
+                raise SerializationError(f"malformed history entry {entry!r}", hint="entries are [op, {args}]")
+            s.apply(entry[0], **entry[1])
+        if data.get("digest") not in (None, digest(s.program)):
+            raise SerializationError("the schedule does not replay to the program it was saved with",
+                                     hint="the kernel changed since the schedule was saved; re-create the schedule")
+        return s
+
+    @classmethod
+    def load(cls, path: Union[str, Path], kernel: Kernel) -> "Schedule":
+        return cls.from_json(Path(path).read_text(), kernel)
+
+    def replay(self) -> "Schedule":
+        """A fresh schedule with the same history (re-applied op by op)."""
+        return Schedule.from_json(self.to_json(), self.kernel)
+
+    # ------------------------------------------------------------------ running
+    def run(self, *, order: str = "canonical", seed: int = 0, checked: bool = True,
+            **arrays: Any) -> dict[str, np.ndarray]:
+        """Interpret the scheduled program (array shapes must agree with the bound sizes)."""
+        data, sizes = prepare_inputs(self.program, arrays)
+        for name, value in self.sizes.items():
+            if sizes.get(name) != value:
+                raise InputError(f"size {name} is {sizes.get(name)} in the arrays but the schedule binds {value}",
+                                 self.program.loc, "pass arrays of the scheduled sizes, or leave the size symbolic")
+        interpret_loops(self.program, sizes, data, order=order, seed=seed, checked=checked)
+        return {name: data[name] for name in self.program.outputs}
