@@ -52,7 +52,8 @@ def to_isl(e: IExpr) -> Optional[str]:
         return f"{op}({a}, {b})"
     if op in _CMP:
         return f"({a} {_CMP[op]} {b})"
-    if op in ("and", "or"):
+    if op in ("and", "or"):  # a constant operand is a truth value: isl reads only comparisons there
+        a, b = (f"({int(bool(x.value))} = 1)" if isinstance(x, IConst) else t for x, t in ((e.a, a), (e.b, b)))
         return f"(({a}) {op} ({b}))"
     return None
 
@@ -103,6 +104,8 @@ class Context:
 
     def decide(self, cond: IExpr) -> Optional[bool]:
         """True if ``cond`` holds everywhere in scope, False if nowhere, None if unknown or mixed."""
+        if isinstance(cond, IConst):  # isl has no constant-only condition syntax
+            return bool(cond.value)
         t = to_isl(cond)
         if t is None:
             return None

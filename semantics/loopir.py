@@ -147,6 +147,11 @@ STMT_TYPES = (Decl, Assign, Accum, Barrier, If, Loop)
 EXPR_TYPES = (Ld, Lit, Ix, Un, Bin, Sel, Cvt)
 
 
+def binding_kind(binding: Optional[str]) -> Optional[str]:
+    """A binding without its positional slot: ``"block1"`` -> ``"block"`` (slot 0 is x, 1 is y, 2 is z)."""
+    return binding.rstrip("0123456789") if binding else binding
+
+
 def is_loop_form(block: Block) -> bool:
     return all(isinstance(op, STMT_TYPES) for op in block.ops)
 

@@ -14,8 +14,9 @@ from typing import Any, Callable, Iterator, Optional
 
 from .. import ir
 from .. import loopir as L
+from ..affine import Context
 from ..errors import TilecertError
-from ..index import IBin, IConst, IExpr, INot, IVar, ibin
+from ..index import IBin, IConst, IExpr, INot, IVar, evaluate, free_vars, ibin, size_names
 
 OBLIGATION_KINDS = ("coverage", "prefix_cut", "containment", "dependence", "noninterference", "barrier_uniform",
                     "bounds", "hardware_limits", "pipeline_schedule", "versions", "release", "reduction_policy")
@@ -93,12 +94,17 @@ def map_node(node: Any, on_iexpr: Callable[[IExpr], IExpr]) -> Any:
 
 def substitute(e: IExpr, var: int, value: IExpr) -> IExpr:
     """``e`` with loop variable ``var`` replaced by ``value`` (constants refolded)."""
+    return substitute_many(e, {var: value})
+
+
+def substitute_many(e: IExpr, values: dict[int, IExpr]) -> IExpr:
+    """``e`` with every loop variable of ``values`` replaced simultaneously (constants refolded)."""
     if isinstance(e, IVar):
-        return value if e.region == var and e.axis == 0 else e
+        return values.get(e.region, e) if e.axis == 0 else e
     if isinstance(e, IBin):
-        return ibin(e.op, substitute(e.a, var, value), substitute(e.b, var, value))
+        return ibin(e.op, substitute_many(e.a, values), substitute_many(e.b, values))
     if isinstance(e, INot):
-        return INot(substitute(e.a, var, value))
+        return INot(substitute_many(e.a, values))
     return e
 
 
@@ -194,3 +200,269 @@ def positive_int(value: Any, what: str, op: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise ScheduleError(f"{op}: {what} must be a positive int, got {value!r}", hint=f"pass an int > 0 as {what}")
     return value
+
+
+# ----------------------------------------------------------------------------- arguments and diagnostics
+def names_arg(value: Any, what: str, op: str) -> tuple[str, ...]:
+    """``value`` as a non-empty tuple of distinct loop names (a list or tuple of str)."""
+    if not isinstance(value, (list, tuple)) or not value or not all(isinstance(n, str) for n in value):
+        raise ScheduleError(f"{op}: {what} must be a non-empty list of loop names, got {value!r}",
+                            hint=f"pass {what} as a list of str, e.g. ['i', 'j']")
+    repeated = sorted({n for n in value if list(value).count(n) > 1})
+    if repeated:
+        raise ScheduleError(f"{op}: {what} names {', '.join(map(repr, repeated))} more than once",
+                            hint="name each loop once")
+    return tuple(value)
+
+
+def describe(st: Any) -> str:
+    """A short readable description of a loop-form statement."""
+    if isinstance(st, L.Loop):
+        return f"loop {st.name!r}"
+    if isinstance(st, L.If):
+        return f"a guard `if {st.cond}`"
+    if isinstance(st, L.Decl):
+        return f"the declaration of {st.buf.name}"
+    if isinstance(st, L.Assign):
+        return f"a store to {st.buf}"
+    if isinstance(st, L.Accum):
+        return f"an {st.op}-update of {st.buf}"
+    if isinstance(st, L.Barrier):
+        return f"a {st.scope} barrier"
+    return type(st).__name__
+
+
+def describe_all(sts: list, limit: int = 5) -> str:
+    """``describe`` of each statement, joined; past ``limit`` the rest are counted."""
+    parts = [describe(st) for st in sts[:limit]]
+    if len(sts) > limit:
+        parts.append(f"{len(sts) - limit} more statement(s)")
+    return ", ".join(parts)
+
+
+# ----------------------------------------------------------------------------- perfectly nested bands
+def conj(a: IExpr, b: IExpr) -> IExpr:
+    """``a && b``, dropping an operand that is the constant true."""
+    if a == IConst(1):
+        return b
+    if b == IConst(1):
+        return a
+    return IBin("and", a, b)
+
+
+def _contains(st: Any, target: L.Loop) -> bool:
+    return st is target or any(lp is target for lp in L.loops(ir.Block((), (st,))))
+
+
+@dataclass(frozen=True)
+class Band:
+    """Loops each of whose body is exactly the next loop, possibly under guards (outermost first)."""
+
+    loops: tuple[L.Loop, ...]
+    guards: tuple[L.If, ...]
+
+    def inner_body(self) -> ir.Block:
+        """The innermost body with the band's guards sunk onto it: ``if c { for x { S } }`` runs
+        exactly what ``for x { if c { S } }`` runs, since ``c`` does not read ``x`` and a loop
+        header has no effect."""
+        body = self.loops[-1].body
+        if not self.guards:
+            return body
+        cond: IExpr = IConst(1)
+        for g in self.guards:
+            cond = conj(cond, g.cond)
+        return ir.Block((), (L.If(cond, body, self.guards[0].loc),))
+
+
+def band(p: ir.Program, names: tuple[str, ...], op: str) -> Band:
+    """The loops ``names`` as a perfectly nested band in nest order, outermost first (a
+    ``ScheduleError`` naming what lies between two of them otherwise)."""
+    loops = [the_loop(p, n, op) for n in names]
+    for a in loops:
+        for b in loops:
+            if a is not b and not _contains(a, b) and not _contains(b, a):
+                raise ScheduleError(f"{op}: loops {a.name!r} and {b.name!r} are not nested in one another",
+                                    hint="name loops of one nest, each directly inside the previous one")
+
+    def outermost(group: list[L.Loop]) -> L.Loop:
+        return next(lp for lp in group if all(_contains(lp, o) for o in group))
+
+    rest = list(loops)
+    chain, guards = [outermost(rest)], []
+    rest.remove(chain[0])
+    while rest:
+        cur, nxt = chain[-1], outermost(rest)
+        sts = cur.body.ops
+        while len(sts) == 1 and isinstance(sts[0], L.If):
+            guards.append(sts[0])
+            sts = sts[0].body.ops
+        if len(sts) == 1 and sts[0] is nxt:
+            chain.append(nxt)
+            rest.remove(nxt)
+            continue
+        on_path = next(st for st in sts if _contains(st, nxt))
+        others = [st for st in sts if st is not on_path]
+        if others:
+            raise ScheduleError(f"{op}: loop {nxt.name!r} is not perfectly nested in {cur.name!r}: the body also "
+                                f"contains {describe_all(others)}",
+                                hint="this op needs a perfect band (each loop's body exactly the next loop, guards "
+                                     "allowed); choose loops whose bodies hold nothing else")
+        raise ScheduleError(f"{op}: loop {nxt.name!r} is not directly nested in {cur.name!r}: "
+                            f"{describe(on_path)} lies between them",
+                            hint="include the loops between them, or name adjacent loops")
+    return Band(tuple(chain), tuple(guards))
+
+
+# ----------------------------------------------------------------------------- proofs and tau composition
+def enclosing(block: ir.Block, target: Any) -> Optional[list]:
+    """The loops and guards around statement ``target``, outermost first (None if it is not in ``block``)."""
+    for st in block.ops:
+        if st is target:
+            return []
+        body = getattr(st, "body", None)
+        if isinstance(body, ir.Block):
+            path = enclosing(body, target)
+            if path is not None:
+                return [st] + path
+    return None
+
+
+def proves(p: ir.Program, target: Any, cond: IExpr, sizes: Optional[dict[str, int]]) -> bool:
+    """Whether ``cond`` holds wherever ``target`` runs: constant-folded, or decided by isl from the
+    loops and guards around ``target`` and the bound ``sizes`` (False when undecided)."""
+    return context_at(p, target, sizes).decide(cond) is True
+
+
+def context_at(p: ir.Program, target: Any, sizes: Optional[dict[str, int]]) -> Context:
+    """The isl context where ``target`` runs: the loops and guards around it and the bound ``sizes``."""
+    ctx = Context(dict(sizes or {}))
+    for st in enclosing(p.body, target) or []:
+        ctx = ctx.with_loop(st.var, st.start, st.extent) if isinstance(st, L.Loop) else ctx.with_fact(st.cond)
+    return ctx
+
+
+def const_value(e: IExpr, sizes: Optional[dict[str, int]]) -> Optional[int]:
+    """The value of ``e`` when it reads no loop variable and only bound sizes (None otherwise)."""
+    if free_vars(e) or not size_names(e) <= set(sizes or {}):
+        return None
+    return int(evaluate(e, dict(sizes or {}), {}))
+
+
+def compose(first: Tau, then: Tau, old_vars: frozenset[int]) -> Tau:
+    """The tau of two ops in sequence: ``then`` maps the newest coordinates to the middle ones,
+    ``first`` maps those to the old ones (whose loop variables are ``old_vars``). Pieces combine
+    pairwise; guards conjoin."""
+    pieces = []
+    for a in first.pieces or (Piece(()),):
+        for b in then.pieces or (Piece(()),):
+            middle = dict(b.subst)
+            mapped = {v for v, _ in a.subst}
+            subst = tuple((v, substitute_many(e, middle)) for v, e in a.subst)
+            subst += tuple((v, e) for v, e in b.subst if v in old_vars and v not in mapped)
+            pieces.append(Piece(subst, conj(substitute_many(a.guard, middle), b.guard)))
+    return Tau(tuple(pieces))
+
+
+# ----------------------------------------------------------------------------- building loops
+def loop_name(p: ir.Program, given: Any, default: str, op: str, freed: tuple[str, ...] = (),
+              taken: set[str] | None = None) -> str:
+    """The name of a new loop: ``given`` (a str no loop keeps, other than the ``freed`` ones the op
+    removes) or, when None, a fresh name built from ``default``."""
+    if given is None:
+        return fresh_name(p, default, taken)
+    if not isinstance(given, str) or not given:
+        raise ScheduleError(f"{op}: a loop name must be a non-empty str, got {given!r}",
+                            hint="pass a str, or leave the name out for a generated one")
+    if given in ({lp.name for lp in L.loops(p.body)} - set(freed)) | (taken or set()):
+        raise ScheduleError(f"{op}: a loop named {given!r} exists already",
+                            hint="pass a fresh name, or leave the name out for a generated one")
+    return given
+
+
+def nest(loops: list[L.Loop], body: ir.Block) -> L.Loop:
+    """The loop headers ``loops`` nested outermost first around ``body`` (their own bodies are dropped)."""
+    for lp in reversed(loops[1:]):
+        body = ir.Block((), (dataclasses.replace(lp, body=body),))
+    return dataclasses.replace(loops[0], body=body)
+
+
+# ----------------------------------------------------------------------------- bindings and copies
+HARDWARE_BINDINGS = ("grid", "block", "warp", "lane")  # bound to hardware indices: such loops start at 0
+
+
+def hardware_bound(lp: L.Loop) -> bool:
+    """Whether ``lp`` is bound to a hardware index (grid / block slot, warp, lane)."""
+    return L.binding_kind(lp.binding) in HARDWARE_BINDINGS
+
+
+def buffer_names(p: ir.Program) -> set[str]:
+    """Every buffer name of ``p``: its tensors and the buffers its body declares."""
+    return {t.name for t in p.tensors} | {st.buf.name for st in ir.walk(p.body) if isinstance(st, L.Decl)}
+
+
+def fresh_buffer(base: str, taken: set[str]) -> str:
+    """A buffer name built from ``base`` that is not in ``taken``; it is added to ``taken``."""
+    name, k = base, 1
+    while name in taken:
+        name, k = f"{base}{k}", k + 1
+    taken.add(name)
+    return name
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One copy of a loop body: the block, and for each loop inside the original body the variable
+    and name of its counterpart in the copy (in nest order)."""
+
+    body: ir.Block
+    loops: tuple[tuple[int, int, str], ...]  # (old variable, new variable, new name)
+
+    def piece(self, var: int, value: IExpr) -> Piece:
+        """The piece of tau this copy performs, with the copied loop's ``var`` at ``value``."""
+        return Piece(((var, value),) + tuple((old, IVar(new, 0)) for old, new, _ in self.loops))
+
+
+class Copier:
+    """Copies of loop bodies that sit side by side in one program (materializing unroll, partition).
+
+    Each copy substitutes a value for the copied loop's variable; every loop inside gets a fresh
+    variable and the name ``<name>.<tag>`` (made unique), and every buffer declared inside the
+    name ``<buffer>_<tag>``, so each copy stays addressable and declares its own buffers.
+    """
+
+    def __init__(self, p: ir.Program) -> None:
+        self.p = p
+        self.new_var = fresh_var(p)
+        self.loop_names = {lp.name for lp in L.loops(p.body)}
+        self.buffers = buffer_names(p)
+
+    def loop_name(self, base: str) -> str:
+        """A loop name built from ``base`` that no loop of the program or of an earlier copy has."""
+        name = fresh_name(self.p, base, self.loop_names)
+        self.loop_names.add(name)
+        return name
+
+    def copy(self, body: ir.Block, var: int, value: IExpr, tag: str) -> Copy:
+        inner = list(L.loops(body))
+        new = {lp.var: (self.new_var(), self.loop_name(f"{lp.name}.{tag}")) for lp in inner}
+        bufs = {st.buf.name: fresh_buffer(f"{st.buf.name}_{tag}", self.buffers)
+                for st in ir.walk(body) if isinstance(st, L.Decl)}
+        values = {var: value, **{old: IVar(v, 0) for old, (v, _) in new.items()}}
+
+        def rebuild(node: Any) -> Any:
+            if isinstance(node, IExpr):
+                return substitute_many(node, values)
+            if isinstance(node, tuple):
+                return tuple(rebuild(x) for x in node)
+            if not dataclasses.is_dataclass(node) or isinstance(node, type):
+                return node
+            changes = {f.name: rebuild(getattr(node, f.name)) for f in dataclasses.fields(node) if f.name != "loc"}
+            if isinstance(node, L.Loop):
+                changes["var"], changes["name"] = new[node.var]
+            elif isinstance(node, L.Buffer):
+                changes["name"] = bufs.get(node.name, node.name)
+            elif isinstance(node, (L.Ld, L.Assign, L.Accum)):
+                changes["buf"] = bufs.get(node.buf, node.buf)
+            return dataclasses.replace(node, **changes)
+
+        return Copy(rebuild(body), tuple((lp.var, *new[lp.var]) for lp in inner))

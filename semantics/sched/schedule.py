@@ -3,9 +3,10 @@
 ``s = tc.schedule(kernel, M=64, bm=16)`` captures the kernel (config values), expands it
 to loop form and binds the given sizes (others stay symbolic). Each op method returns the
 handles (loop names) it mints; after each op the simplifier folds the guards the bound
-sizes and loop extents decide. ``s.history`` lists the ops, ``s.save(path)`` writes them as
-JSON with the final program's digest, and ``Schedule.load(path, kernel)`` replays them and
-checks the digest.
+sizes and loop extents decide. An op with a ``bound_sizes`` parameter receives the bound
+sizes (facts it may use to prove its preconditions; not one of its recorded arguments).
+``s.history`` lists the ops, ``s.save(path)`` writes them as JSON with the final program's
+digest, and ``Schedule.load(path, kernel)`` replays them and checks the digest.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from ..loopinterp import interpret_loops
 from ..printer import format_program
 from ..serialize import digest
 from .base import LoopInfo, ScheduleError, Transformed, loop_infos
+from .partition import partition_breakpoints
 from .simplify import simplify
 
 OPS: dict[str, Callable[..., Transformed]] = {}
@@ -70,7 +72,11 @@ class Schedule:
         except TypeError as exc:
             raise ScheduleError(f"{op}: {exc}", hint=f"signature: {op}{inspect.signature(fn)}") from None
         params = dict(list(bound.arguments.items())[1:])
-        result = fn(self.program, *args, **kwargs)
+        if "bound_sizes" in params:  # an op that proves facts gets the schedule's bound sizes, never a caller's
+            raise ScheduleError(f"{op}: bound_sizes come from the schedule",
+                                hint="bind sizes in tc.schedule(kernel, ...)")
+        facts = {"bound_sizes": dict(self.sizes)} if "bound_sizes" in inspect.signature(fn).parameters else {}
+        result = fn(self.program, *args, **kwargs, **facts)
         self.program = simplify(result.program, self.sizes)
         self.history.append((op, params))
         self.transforms.append(result)
@@ -89,6 +95,10 @@ class Schedule:
     def loops(self) -> list[LoopInfo]:
         """The loop tree, outermost first, with names, extents, kinds and bindings."""
         return list(loop_infos(self.program.body))
+
+    def partition_breakpoints(self, loop: str) -> list[int]:
+        """The points inside ``loop``'s range where a guard may flip: breakpoints for ``partition``."""
+        return partition_breakpoints(self.program, loop, bound_sizes=self.sizes)
 
     def loop_tree(self) -> str:
         return "\n".join(str(lp) for lp in self.loops())
