@@ -93,8 +93,8 @@ def sexpr(e: L.SExpr) -> str:
 def _stmt_lines(st, pad: str, depth: int) -> list[str]:
     if isinstance(st, L.Loop):
         bind = f" bind={st.binding}" if st.binding else ""
-        start = f"{st.start}.." if st.start != L.IConst(0) else ""
-        head = f"{pad}{st.kind} {st.name} (i{st.var}) in [{start}{st.extent}){bind}:"
+        dom = f"[{st.extent})" if st.start == L.IConst(0) else f"{st.start} + [{st.extent})"
+        head = f"{pad}{st.kind} {st.name} (i{st.var}) in {dom}{bind}:"
         return [head] + _block_lines(st.body, depth + 1)
     if isinstance(st, L.If):
         return [f"{pad}if {st.cond}:"] + _block_lines(st.body, depth + 1)
