@@ -1,1 +1,78 @@
-"""tilecert.backends (see ARCHITECTURE.md)."""
+"""tilecert.backends: code generation targets, and the differential harness (see ARCHITECTURE.md).
+
+``compile(obj, target)`` / ``emit(obj, target)`` accept a ``Schedule`` (its program, with
+the sizes it binds compiled in), a ``@tc.kernel`` (captured with the given config values,
+expanded to loop form, sizes symbolic) or a loop-form ``Program``.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Union
+
+from tilecert.semantics import ir
+from tilecert.semantics.errors import InputError, TilecertError
+from tilecert.semantics.expand import expand
+from tilecert.semantics.kernel import Kernel
+from tilecert.semantics.sched import Schedule
+
+from .c import CKernel, compile_c
+from .c import emit as emit_c
+from .differential import DiffReport, run_trials
+from .errors import BackendError, CompileError, SanitizerError, UnknownTarget
+
+TARGETS = ("c",)
+Compilable = Union[Schedule, Kernel, ir.Program]
+
+
+def resolve(obj: Compilable, config: Mapping[str, Any]) -> tuple[ir.Program, dict[str, int]]:
+    """The scheduled loop-form program and the sizes it binds."""
+    if isinstance(obj, Schedule):
+        if config:
+            raise TilecertError(f"config {sorted(config)} given with a Schedule", hint="a schedule fixes its config")
+        return obj.program, dict(obj.sizes)
+    if isinstance(obj, Kernel):
+        s = Schedule.create(obj, **config)
+        return s.program, dict(s.sizes)
+    if isinstance(obj, ir.Program):
+        return expand(obj), {}
+    raise TilecertError(f"expected a Schedule, a @tc.kernel or a Program, got {type(obj).__name__}",
+                        hint="pass tc.schedule(kernel, ...) or the kernel itself")
+
+
+def check_target(target: str) -> None:
+    if target not in TARGETS:
+        raise UnknownTarget(f"unknown target {target!r}", hint=f"targets: {', '.join(TARGETS)}")
+
+
+def emit(obj: Compilable, target: str = "c", **config: Any) -> str:
+    """The validated source of ``obj`` for ``target``."""
+    check_target(target)
+    return emit_c(*resolve(obj, config))
+
+
+def compile(obj: Compilable, target: str = "c", sanitize: bool = False, **config: Any) -> CKernel:  # noqa: A001
+    """``obj`` compiled for ``target``: a callable on numpy arrays (and sizes) returning the written tensors."""
+    check_target(target)
+    program, sizes = resolve(obj, config)
+    return compile_c(program, sizes, sanitize=sanitize)
+
+
+def differential(obj: Compilable, target: str = "c", trials: int = 10, seed: int = 0,
+                 sizes: Optional[Mapping[str, int]] = None, sanitize: bool = False, **config: Any) -> DiffReport:
+    """Run ``obj`` through the interpreter and the ``target`` backend on ``trials`` random inputs.
+
+    Sizes the schedule binds are fixed; ``sizes`` fixes others; the rest are drawn per trial.
+    ``sanitize`` builds the backend with AddressSanitizer and UndefinedBehaviorSanitizer.
+    """
+    check_target(target)
+    program, bound = resolve(obj, config)
+    for name, value in (sizes or {}).items():
+        if name not in program.sizes or bound.get(name, value) != value:
+            raise InputError(f"size {name}={value} conflicts with the program (sizes {list(program.sizes)}, "
+                             f"bound {bound})", program.loc, "give only sizes the schedule leaves symbolic")
+    kernel = compile_c(program, bound, sanitize=sanitize)
+    label = target + (" (sanitized)" if sanitize else "")
+    return run_trials(program, bound, kernel, program.name, label, trials, seed, sizes)
+
+
+__all__ = ["TARGETS", "compile", "emit", "differential", "DiffReport", "resolve", "BackendError", "CompileError", "SanitizerError",
+           "UnknownTarget"]

@@ -1,0 +1,44 @@
+"""The C backend: emit C99 + OpenMP from a lowered program, compile it, run it through ctypes."""
+from __future__ import annotations
+
+from typing import Mapping
+
+from tilecert.lowering import Lowered, Validation, ValidationError, lower, validate
+from tilecert.semantics import ir
+from tilecert.semantics.serialize import digest
+
+from . import build
+from .emit import emit_c, standalone_main
+from .runner import CKernel
+
+
+def validated(program: ir.Program, sizes: Mapping[str, int]) -> tuple[Lowered, Validation]:
+    """The lowering of ``program`` and its validation; a disproved coverage verdict blocks everything."""
+    lp = lower(program, sizes)
+    validation = validate(program, lp, sizes)
+    if any(v.status == "disproved" for v in validation.failures("coverage")):
+        raise ValidationError(validation, f"lowering of {program.name}")
+    return lp, validation
+
+
+def emit(program: ir.Program, sizes: Mapping[str, int]) -> str:
+    """Validated C source for ``program`` with ``sizes`` compiled in."""
+    lp, validation = validated(program, sizes)
+    status = "all obligations proved" if validation.proved else \
+        f"{len(validation.failures())} obligations not proved for all sizes: validated per call for concrete sizes"
+    return f"/* tilecert C backend: kernel {lp.name}; translation validation: {status} */\n" + emit_c(lp)
+
+
+def compile_c(program: ir.Program, sizes: Mapping[str, int], sanitize: bool = False) -> CKernel:
+    """Lower, validate, emit, build (cached) and load ``program`` with ``sizes`` compiled in."""
+    lp, validation = validated(program, sizes)
+    source = emit_c(lp)
+    flags = build.SANITIZE_FLAGS if sanitize else build.FLAGS
+    key = build.cache_key(digest(program), lp.bound, flags, "exe" if sanitize else "so")
+    if sanitize:
+        source += "\n" + standalone_main(lp)
+    binary = build.build(source, key, flags, shared=not sanitize)
+    return CKernel(program, lp, validation, source, binary, sanitize)
+
+
+__all__ = ["emit", "compile_c", "CKernel"]

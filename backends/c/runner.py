@@ -1,0 +1,188 @@
+"""A compiled C kernel as a Python callable on numpy arrays.
+
+``CKernel(**arrays_and_sizes)`` checks every array (a numpy array of the tensor's storage
+dtype, its rank, C-contiguous; shapes consistent with each other, with explicit sizes and
+with the sizes the schedule bound), copies the arrays (bf16 values rounded, as the
+interpreter stores them), runs the kernel and returns the tensors it writes, by name, like
+``tc.run``. ``run_in_place`` runs on the caller's arrays without copying (benchmarks).
+
+When the sizes were left symbolic and translation validation could not prove everything
+for all sizes, each new size binding is validated before the first run with it: a
+disproved ``bounds`` obligation raises ``ExecutionError`` (the interpreter's verdict on an
+out-of-bounds access), anything else short of proved raises ``ValidationError``.
+
+With ``sanitize=True`` the kernel is an AddressSanitizer + UndefinedBehaviorSanitizer
+executable run in a subprocess (the sanitizer runtimes cannot be loaded into Python).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from tilecert.lowering import Lowered, Validation, ValidationError, validate
+from tilecert.semantics import ir
+from tilecert.semantics.errors import ExecutionError, InputError
+
+from ..errors import SanitizerError
+from . import build
+from .prelude import ERROR_MESSAGES
+
+_STORAGE = {"bool": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "u8": np.uint8,
+            "f16": np.float16, "bf16": np.float32, "f32": np.float32, "f64": np.float64}
+SANITIZER_TIMEOUT_S = 600
+
+
+class CKernel:
+    """A kernel compiled to C: call it with numpy arrays (and sizes) like ``tc.run``."""
+
+    def __init__(self, program: ir.Program, lowered: Lowered, validation: Validation, source: str, binary: Path,
+                 sanitize: bool) -> None:
+        self.program = program
+        self.lowered = lowered
+        self.validation = validation
+        self.source = source
+        self.binary = binary
+        self.sanitize = sanitize
+        self._checked: dict[tuple[int, ...], None] = {}
+        self._fn: Optional[Any] = None
+        if not sanitize:
+            lib = build.load(binary)
+            fn = lib.tc_kernel
+            fn.restype = None
+            fn.argtypes = [ctypes.c_void_p] * len(lowered.tensors) + [ctypes.c_int64] * len(lowered.sizes) + \
+                [ctypes.POINTER(ctypes.c_int)]
+            self._fn = fn
+            self._round = lib.tc_round_bf16
+            self._round.restype = None
+            self._round.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+
+    @property
+    def name(self) -> str:
+        return self.lowered.name
+
+    def __repr__(self) -> str:
+        return f"<tilecert C kernel {self.name} ({'sanitized' if self.sanitize else 'native'})>"
+
+    # ------------------------------------------------------------------ inputs
+    def bind(self, kwargs: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+        """The arrays by tensor name and every size, checked (no copies made)."""
+        p, lp = self.program, self.lowered
+        rest = dict(kwargs)
+        arrays: dict[str, np.ndarray] = {}
+        for t in lp.tensors:
+            if t.name not in rest:
+                raise InputError(f"missing array for tensor {t.name}", p.loc, f"pass {t.name}=numpy_array")
+            arr = rest.pop(t.name)
+            if not isinstance(arr, np.ndarray):
+                raise InputError(f"{t.name} must be a numpy array, got {type(arr).__name__}", p.loc,
+                                 "use np.asarray(...)")
+            want = np.dtype(_STORAGE[t.dtype])
+            if arr.dtype != want:
+                raise InputError(f"{t.name} has dtype {arr.dtype}; the kernel declares {t.dtype}", p.loc,
+                                 f"pass {t.name}.astype(np.{want.name})")
+            if arr.ndim != len(t.shape):
+                raise InputError(f"{t.name} has rank {arr.ndim}; the kernel declares rank {len(t.shape)}", p.loc,
+                                 f"pass a {len(t.shape)}-d array")
+            if not arr.flags.c_contiguous:
+                raise InputError(f"{t.name} is not C-contiguous", p.loc, f"pass np.ascontiguousarray({t.name})")
+            arrays[t.name] = arr
+        sizes: dict[str, int] = {}
+        origin: dict[str, str] = {}
+        for name, value in rest.items():
+            if name not in lp.sizes:
+                raise InputError(f"unknown argument {name!r} for kernel {lp.name}", p.loc,
+                                 f"tensors are {[t.name for t in lp.tensors]}, sizes are {list(lp.sizes)}")
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
+                raise InputError(f"size {name} must be an int >= 0, got {value!r}", p.loc, "pass an int")
+            sizes[name], origin[name] = int(value), "the explicit size"
+        for name, value in lp.bound:
+            if sizes.setdefault(name, value) != value:
+                raise InputError(f"size {name} is {sizes[name]} but the schedule binds {value}", p.loc,
+                                 "pass arrays of the scheduled sizes")
+            origin.setdefault(name, "the schedule")
+        for t in lp.tensors:
+            for axis, s in enumerate(t.shape):
+                name, n = str(s), arrays[t.name].shape[axis]
+                if sizes.setdefault(name, n) != n:
+                    raise InputError(f"size {name} is {sizes[name]} from {origin[name]} but {n} from {t.name} "
+                                     f"axis {axis}", p.loc, "tensors that share a dim name must agree on its extent")
+                origin.setdefault(name, f"{t.name} axis {axis}")
+        return arrays, sizes
+
+    def check_sizes(self, sizes: Mapping[str, int]) -> None:
+        """Validate the lowering for these sizes unless it is proved for all sizes already."""
+        if self.validation.proved:
+            return
+        key = tuple(sizes[s] for s in self.lowered.sizes)
+        if key in self._checked:
+            return
+        v = validate(self.program, self.lowered, sizes)
+        oob = [x for x in v.failures("bounds") if x.status == "disproved"]
+        if oob:
+            raise ExecutionError(f"{oob[0].detail} ({oob[0].subject}) for sizes {dict(sizes)}", self.program.loc,
+                                 f"witness {oob[0].witness}; guard the access or pad the buffer")
+        if not v.proved:
+            raise ValidationError(v, f"kernel {self.name} with sizes {dict(sizes)}")
+        self._checked[key] = None
+
+    # ------------------------------------------------------------------ running
+    def __call__(self, **arrays_and_sizes: Any) -> dict[str, np.ndarray]:
+        arrays, sizes = self.bind(arrays_and_sizes)
+        data = {name: np.array(a, copy=True, order="C") for name, a in arrays.items()}
+        self._run(data, sizes, round_inputs=True)
+        return {name: data[name] for name in self.lowered.outputs}
+
+    def run_in_place(self, **arrays_and_sizes: Any) -> None:
+        """Run on the given arrays (which must not overlap); written tensors are updated in place."""
+        arrays, sizes = self.bind(arrays_and_sizes)
+        names = list(arrays)
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                if np.shares_memory(arrays[a], arrays[b]):
+                    raise InputError(f"{a} and {b} overlap", self.program.loc, "pass distinct arrays")
+        self._run(arrays, sizes, round_inputs=False)
+
+    def _run(self, data: dict[str, np.ndarray], sizes: Mapping[str, int], round_inputs: bool) -> None:
+        self.check_sizes(sizes)
+        size_args = [sizes[s] for s in self.lowered.sizes]
+        if self.sanitize:
+            err = self._run_sanitized(data, size_args)
+        else:
+            if round_inputs:
+                for t in self.lowered.tensors:
+                    if t.dtype == "bf16":
+                        self._round(data[t.name].ctypes.data, data[t.name].size)
+            flag = ctypes.c_int(0)
+            assert self._fn is not None
+            self._fn(*[data[t.name].ctypes.data for t in self.lowered.tensors], *size_args, ctypes.byref(flag))
+            err = flag.value
+        if err:
+            message, hint = ERROR_MESSAGES.get(err, (f"kernel error {err}", "report this"))
+            raise ExecutionError(f"{message} in kernel {self.name}", self.program.loc, hint)
+
+    def _run_sanitized(self, data: dict[str, np.ndarray], size_args: list[int]) -> int:
+        with tempfile.TemporaryDirectory(prefix="tilecert-") as tmp:
+            folder = Path(tmp)
+            np.asarray(size_args, np.int64).tofile(folder / "sizes")
+            for k, t in enumerate(self.lowered.tensors):
+                data[t.name].tofile(folder / f"t{k}")
+            env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=86",
+                       UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=87")
+            res = subprocess.run([str(self.binary), str(folder)], capture_output=True, text=True, env=env,
+                                 timeout=SANITIZER_TIMEOUT_S)
+            if res.returncode != 0 or "runtime error" in res.stderr or "Sanitizer" in res.stderr:
+                report = "\n".join(res.stderr.splitlines()[:40])
+                raise SanitizerError(f"sanitized kernel {self.name} failed (exit {res.returncode}):\n{report}",
+                                     self.program.loc, f"the source is {self.binary.with_suffix('.c')}")
+            for k, t in enumerate(self.lowered.tensors):
+                if t.written:
+                    data[t.name][...] = np.fromfile(folder / f"t{k}", dtype=data[t.name].dtype).reshape(
+                        data[t.name].shape)
+            return int(np.fromfile(folder / "err", dtype=np.int32)[0])
+

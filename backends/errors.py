@@ -1,0 +1,20 @@
+"""Errors of the backends: every one a ``TilecertError`` with a hint."""
+from __future__ import annotations
+
+from tilecert.semantics.errors import TilecertError
+
+
+class BackendError(TilecertError):
+    """A backend cannot build or run a kernel (no compiler, an unknown target, ...)."""
+
+
+class UnknownTarget(BackendError):
+    """The requested target has no backend."""
+
+
+class CompileError(BackendError):
+    """The C compiler rejected emitted source (a tilecert bug: the message names the source file)."""
+
+
+class SanitizerError(BackendError):
+    """A sanitizer build reported undefined behaviour or a memory error (the report is in the message)."""

@@ -1,0 +1,148 @@
+"""The lowered loop program: explicit, backend-neutral, and what the backends emit.
+
+A scheduled loop-form program (``semantics.loopir``) says *what* runs: loops with a kind
+and an optional binding, guards, allocations per parallel instance. The lowered program
+says *how*, in terms any imperative backend renders directly:
+
+- ``For``: ``for var in [lo, hi)`` with the bounds resolved (start + extent, with guards
+  on the loop variable folded into ``lo`` / ``hi``) and a ``mode``: ``serial``,
+  ``threads`` (iterations run on OS threads) or ``simd`` (iterations run in vector
+  lanes). ``name`` is the scheduled loop's name, kept for the reader.
+- ``Guard``: ``if cond`` on a quasi-affine index condition.
+- ``Seq``: a labelled group of statements (one copy of an unrolled loop body).
+- ``Alloc``: a zero-initialised buffer living from this statement to the end of the
+  enclosing body, on the ``stack`` or the ``heap``; its ``scope`` is the memory scope of
+  the declaration. Every thread that executes the statement gets its own copy.
+- ``Store``: ``buf[index] = value`` or ``buf[index] op= value`` (``accum``), a copy of
+  scheduled statement ``sid``; ``origin`` maps each loop variable of that statement to an
+  expression over this program's loop variables (``tau``: which instance of the scheduled
+  statement a lowered instance performs). ``atomic``: concurrent updates of one cell are
+  possible and must be serialised.
+- ``Sync``: a barrier among the participants of a scope.
+
+Scalar expressions are those of loop form (``Ld``, ``Lit``, ``Ix``, ``Un``, ``Bin``, ``Sel``,
+``Cvt``) with index expressions over the lowered loop variables.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Optional, Union
+
+from tilecert.semantics.errors import NOWHERE, Loc, TilecertError
+from tilecert.semantics.index import IExpr
+from tilecert.semantics.ir import TensorDecl
+from tilecert.semantics.loopir import SExpr
+
+MODES = ("serial", "threads", "simd")
+STORAGES = ("stack", "heap")
+
+
+class LoweringError(TilecertError):
+    """A scheduled program cannot be lowered (an unsupported construct or binding)."""
+
+
+@dataclass(frozen=True)
+class For:
+    var: int
+    name: str
+    lo: IExpr
+    hi: IExpr
+    mode: str
+    body: tuple["Node", ...]
+    kind: str = "serial"
+    binding: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Guard:
+    cond: IExpr
+    body: tuple["Node", ...]
+
+
+@dataclass(frozen=True)
+class Seq:
+    label: str
+    body: tuple["Node", ...]
+
+
+@dataclass(frozen=True)
+class Alloc:
+    buf: str
+    dtype: str
+    shape: tuple[IExpr, ...]
+    scope: str
+    storage: str
+
+
+@dataclass(frozen=True)
+class Store:
+    sid: int
+    buf: str
+    index: tuple[IExpr, ...]
+    value: SExpr
+    accum: Optional[str]
+    origin: tuple[tuple[int, IExpr], ...]
+    atomic: bool = False
+    loc: Loc = NOWHERE
+
+
+@dataclass(frozen=True)
+class Sync:
+    scope: str
+
+
+Node = Union[For, Guard, Seq, Alloc, Store, Sync]
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """A lowered kernel: its signature (sizes, tensors) and its body."""
+
+    name: str
+    sizes: tuple[str, ...]
+    tensors: tuple[TensorDecl, ...]
+    body: tuple[Node, ...]
+    bound: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.tensors if t.written)
+
+
+def walk(body: tuple[Node, ...]) -> Iterator[Node]:
+    """Every node of ``body`` and of the bodies nested in it, in program order."""
+    for node in body:
+        yield node
+        inner = getattr(node, "body", None)
+        if inner is not None:
+            yield from walk(inner)
+
+
+def format_lowered(lp: Lowered) -> str:
+    """A readable listing of a lowered program (for reports and tests)."""
+    lines = [f"lowered {lp.name}({', '.join(t.name for t in lp.tensors)}) sizes={list(lp.sizes)}"]
+
+    def emit(body: tuple[Node, ...], depth: int) -> None:
+        pad = "  " * depth
+        for node in body:
+            if isinstance(node, For):
+                lines.append(f"{pad}for {node.name} (i{node.var}) in [{node.lo}, {node.hi}) {node.mode}")
+                emit(node.body, depth + 1)
+            elif isinstance(node, Guard):
+                lines.append(f"{pad}if {node.cond}:")
+                emit(node.body, depth + 1)
+            elif isinstance(node, Seq):
+                lines.append(f"{pad}# {node.label}")
+                emit(node.body, depth)
+            elif isinstance(node, Alloc):
+                shape = ", ".join(map(str, node.shape))
+                lines.append(f"{pad}alloc {node.scope} {node.buf}: {node.dtype}[{shape}] on {node.storage}")
+            elif isinstance(node, Store):
+                idx = ", ".join(map(str, node.index))
+                op = f"{node.accum}=" if node.accum else "="
+                lines.append(f"{pad}S{node.sid}: {node.buf}[{idx}] {op} ...{' (atomic)' if node.atomic else ''}")
+            else:
+                lines.append(f"{pad}sync {node.scope}")
+
+    emit(lp.body, 1)
+    return "\n".join(lines)
