@@ -34,7 +34,7 @@ class DType:
     @property
     def storage(self) -> np.dtype:
         """The numpy dtype that holds values of this type."""
-        return np.dtype(_STORAGE[self.name])
+        return _NP[self.name]
 
     @property
     def itemsize(self) -> int:
@@ -71,24 +71,69 @@ def dtype_of(x: object) -> DType:
 
 
 def round_bf16(a: np.ndarray) -> np.ndarray:
-    """Round float32 values to the nearest bfloat16 (ties to even); NaN stays NaN."""
-    a = np.asarray(a, dtype=np.float32)
+    """Round values to the nearest bfloat16 (ties to even), returned in float32; NaN stays NaN.
+
+    float32 input rounds directly. Wider input (float64, wide integers) first goes to
+    float32 with round-to-odd, so the two roundings compose to one correct rounding.
+    """
+    a = np.asarray(a)
+    if a.dtype != np.float32:
+        a = _to_f32_odd(a) if (a.dtype.kind == "f" and a.dtype.itemsize > 4) or \
+            (a.dtype.kind in "iu" and a.dtype.itemsize >= 4) else a.astype(np.float32)
     bits = a.view(np.uint32)
-    rounded = (bits + (np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1)))) & np.uint32(0xFFFF0000)
-    out = rounded.view(np.float32)
-    return np.where(np.isnan(a), a, out)
+    r = bits >> np.uint32(16)
+    r &= np.uint32(1)
+    r += np.uint32(0x7FFF)
+    r += bits
+    r &= np.uint32(0xFFFF0000)
+    out = np.asarray(r).view(np.float32)
+    nan = np.isnan(a)
+    if nan.any():
+        out = np.where(nan, a, out)
+    return out
+
+
+def _to_f32_odd(a: np.ndarray) -> np.ndarray:
+    """float32 from wider values by round-to-odd (truncate, then set the last bit if inexact)."""
+    wide = a.astype(np.float64)
+    f = wide.astype(np.float32)
+    back = f.astype(np.float64)
+    inexact = (back != wide) & ~np.isnan(wide)
+    if not inexact.any():
+        return f
+    bits = f.view(np.uint32).copy()
+    over = inexact & (np.abs(back) > np.abs(wide))
+    bits[over] -= np.uint32(1)  # the magnitude below: truncation toward zero
+    bits[inexact] |= np.uint32(1)
+    return bits.view(np.float32)
+
+
+_NP = {name: np.dtype(s) for name, s in _STORAGE.items()}
+_IINFO = {name: np.iinfo(_NP[name]) for name in _STORAGE if name[0] in "iu"}
 
 
 def store_as(dt: DType, a: np.ndarray | float | int | bool) -> np.ndarray:
-    """Convert computed values to the storage of ``dt``: integers wrap, bf16 rounds."""
+    """Convert computed values to the storage of ``dt``: integers wrap, bf16 rounds.
+
+    Returns ``a`` itself (no copy) when it already has the storage dtype (and ``dt`` is
+    not bf16): interpreter values are never written in place.
+    """
     arr = np.asarray(a)
-    if dt.is_int and arr.dtype.kind == "f":
-        arr = np.trunc(np.nan_to_num(arr, nan=0.0, posinf=0.0, neginf=0.0))
-        info = np.iinfo(dt.storage)
-        span = float(info.max) - float(info.min) + 1.0
-        arr = np.mod(arr - float(info.min), span) + float(info.min)
-        return arr.astype(np.int64).astype(dt.storage)
-    if dt.is_int and arr.dtype.kind in "iub":
-        return arr.astype(dt.storage)  # numpy integer casts wrap modulo 2**bits
-    out = arr.astype(dt.storage)
-    return round_bf16(out) if dt.name == "bf16" else out
+    name = dt.name
+    if name == "bf16":
+        return round_bf16(arr)
+    st = _NP[name]
+    kind = arr.dtype.kind
+    if arr.dtype == st:
+        return arr
+    if kind == "f" and name in _IINFO:
+        # truncate toward zero (NaN and infinities give 0), then wrap modulo 2**bits; all
+        # in float64, where fmod and the one correcting step by the span are exact
+        w = np.trunc(np.nan_to_num(arr.astype(np.float64), nan=0.0, posinf=0.0, neginf=0.0))
+        info = _IINFO[name]
+        lo, span = float(info.min), 2.0 ** (8 * st.itemsize)
+        w = np.fmod(w, span)
+        w = np.where(w >= lo + span, w - span, w)
+        w = np.where(w < lo, w + span, w)
+        return w.astype(np.int64).astype(st)
+    return arr.astype(st)  # numpy integer casts wrap modulo 2**bits

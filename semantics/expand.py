@@ -277,10 +277,11 @@ class Expander:
         return stmts + wrap([stmt])
 
     def mma(self, op: ir.Mma, pos: int, last: dict[int, int], loc) -> list:
-        if op.out.id in self.accum_yields:
-            buf = self.accum_yields[op.out.id][0]
+        policy = "unordered_tree"
+        if op.out.id in self.accum_yields:  # the merge of a reduce region: its updates follow the region's policy
+            buf, _, policy = self.accum_yields[op.out.id]
             stmts: list = []
-        elif last.get(op.c) == pos and not self.p_is_tensor(op.c):
+        elif last.get(op.c) == pos and op.c not in (op.a, op.b) and not self.p_is_tensor(op.c):
             buf = self.bufs[op.c]  # the accumulator dies here: accumulate in place
             self.bufs[op.out.id] = buf
             stmts = []
@@ -308,7 +309,7 @@ class Expander:
             return ld if ld.dtype == dt else L.Cvt(ld, dt)
 
         prod = L.Bin("mul", operand(op.a, sa), operand(op.b, sb), dt)
-        return stmts + wrap([L.Accum(buf, tuple(v[x] for x in out), "add", prod, "unordered_tree", loc)])
+        return stmts + wrap([L.Accum(buf, tuple(v[x] for x in out), "add", prod, policy, loc)])
 
     def p_is_tensor(self, vid: int) -> bool:
         return self.bufs.get(vid) in {t.name for t in self.p.tensors}
@@ -347,14 +348,17 @@ class Expander:
     def loop(self, op, pos: int, last: dict[int, int]) -> list:
         pre: list = []
         carry: list[str] = []
-        for init, arg in zip(op.inits, op.body.args):
-            if last.get(init) == pos and init not in op.inits[: op.inits.index(init)] and not self.p_is_tensor(init):
+        read_in_body = set(op.body.yields).union(*(_uses(inner) for inner in op.body.ops))
+        for j, (init, arg) in enumerate(zip(op.inits, op.body.args)):
+            # reuse the init's buffer only if nothing else reads it: not later, not in the body, not another carry
+            if last.get(init) == pos and init not in op.inits[:j] and init not in read_in_body \
+                    and not self.p_is_tensor(init):
                 carry.append(self.bufs[init])
             else:
                 stmts, buf = self.decl(arg.id)
                 t = arg.type
                 w, vs = self.nest(f"carry{next(self.counter)}", self.shape(t), tuple(map(str, t.dims)),
-                                  ("parallel",) * t.rank, None, op.loc)
+                                  ("parallel",) * t.rank, op.loc)
                 pre += stmts + w([L.Assign(buf, vs, self.load(init, vs), op.loc)])
                 carry.append(buf)
         arg_bufs = {a.id: b for a, b in zip(op.body.args, carry)}

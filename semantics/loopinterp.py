@@ -178,7 +178,7 @@ class LoopInterpreter:
     def st_Barrier(self, st: L.Barrier) -> None:
         active = self.full_mask()
         for axis, loop in enumerate(self.batch_loops):
-            if loop.binding not in THREAD_SCOPES:
+            if L.binding_kind(loop.binding) not in THREAD_SCOPES:
                 continue
             reached = active.any(axis=tuple(a for a in range(self.depth) if a != axis)) if self.depth > 1 else active
             if reached.any() and not reached.all():
@@ -191,10 +191,11 @@ class LoopInterpreter:
     def batchable(self, st: L.Loop) -> bool:
         if st.var in self._batchable:
             return self._batchable[st.var]
-        ok = st.kind in ("parallel", "reduce") or st.binding in THREAD_SCOPES + ("vector",)
+        ok = st.kind in ("parallel", "reduce") or L.binding_kind(st.binding) in THREAD_SCOPES + ("vector",)
         var = (st.var, 0)
         for inner in ir.walk(st.body):
-            exts = [getattr(inner, "extent", None)] + list(getattr(getattr(inner, "buf", None), "shape", ()) or ())
+            exts = [getattr(inner, "extent", None), getattr(inner, "start", None)] \
+                + list(getattr(getattr(inner, "buf", None), "shape", ()) or ())
             if any(e is not None and var in free_vars(e) for e in exts):
                 ok = False
         if st.kind == "reduce" and ok:
@@ -211,7 +212,7 @@ class LoopInterpreter:
         start = self.idx(st.start)
         if n <= 0:
             return
-        bound = st.binding in THREAD_SCOPES
+        bound = L.binding_kind(st.binding) in THREAD_SCOPES
         per_instance = self.checked and st.kind == "parallel" and not bound
         if self.batchable(st) and not per_instance:
             order = np.arange(n)

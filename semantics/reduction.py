@@ -1,7 +1,7 @@
 """Reduction policies: the computations each policy admits, and how the interpreter picks one.
 
-Contributions ``x[0..n-1]`` (stacked on axis 0, in source order: lexicographic over the
-domain) are combined with a seed ``z`` and a merge function:
+Contributions ``x[0..n-1]`` (stacked on one axis, axis 0 unless told otherwise, in source
+order: lexicographic over the domain) are combined with a seed ``z`` and a merge function:
 
 - ``fold_left``:  ``merge(...merge(merge(z, x0), x1)..., x[n-1])``
 - ``fold_right``: ``merge(x0, merge(x1, ... merge(x[n-1], z)))`` for custom reducers;
@@ -10,8 +10,9 @@ domain) are combined with a seed ``z`` and a merge function:
 - ``unordered_tree``: any binary tree over any permutation of them (seed counted once).
 
 The canonical tree is the balanced pairwise one (adjacent pairs, level by level, an odd
-last item carried up). In adversarial mode a random tree (and, for unordered trees, a
-random permutation) is drawn from the seeded generator.
+last item carried up), merged with the seed last: ``merge(z, tree(x0..x[n-1]))``. In
+adversarial mode a random tree (and, for unordered trees, a random permutation) is drawn
+from the seeded generator.
 """
 from __future__ import annotations
 
@@ -22,13 +23,20 @@ import numpy as np
 Merge = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
-def balanced_tree(items: np.ndarray, merge: Merge) -> np.ndarray:
-    """Pairwise tree over ``items`` along axis 0 (n >= 1), level by level."""
-    while items.shape[0] > 1:
-        n = items.shape[0]
-        pairs = merge(items[0:n - 1:2], items[1:n:2])
-        items = np.concatenate([pairs, items[n - 1:]]) if n % 2 else pairs
-    return items[0]
+def _at(ndim: int, axis: int, key) -> tuple:
+    """An index tuple selecting ``key`` (an int or a slice) along ``axis``."""
+    axis = axis % ndim
+    return (slice(None),) * axis + (key,)
+
+
+def balanced_tree(items: np.ndarray, merge: Merge, axis: int = 0) -> np.ndarray:
+    """Pairwise tree over ``items`` along ``axis`` (n >= 1), level by level."""
+    nd = items.ndim
+    while items.shape[axis] > 1:
+        n = items.shape[axis]
+        pairs = merge(items[_at(nd, axis, slice(0, n - 1, 2))], items[_at(nd, axis, slice(1, n, 2))])
+        items = np.concatenate([pairs, items[_at(nd, axis, slice(n - 1, n))]], axis=axis) if n % 2 else pairs
+    return items[_at(nd, axis, 0)]
 
 
 def random_tree(items: list[np.ndarray], merge: Merge, rng: np.random.Generator) -> np.ndarray:
@@ -39,38 +47,50 @@ def random_tree(items: list[np.ndarray], merge: Merge, rng: np.random.Generator)
     return merge(random_tree(items[:cut], merge, rng), random_tree(items[cut:], merge, rng))
 
 
-def fold_left(seed: np.ndarray, items: np.ndarray, merge: Merge, ufunc: Optional[np.ufunc] = None) -> np.ndarray:
+def fold_left(seed: np.ndarray, items: np.ndarray, merge: Merge, ufunc: Optional[np.ufunc] = None,
+              axis: int = 0) -> np.ndarray:
     """Strict left fold; a ufunc's ``accumulate`` is exactly this sequence of operations."""
-    if items.shape[0] == 0:
+    nd = items.ndim
+    n = items.shape[axis]
+    if n == 0:
         return seed
     if ufunc is not None:
-        stacked = np.concatenate([np.broadcast_to(seed, items.shape[1:])[None], items])
-        return ufunc.accumulate(stacked, axis=0)[-1]
+        rest = items.shape[:axis % nd] + items.shape[axis % nd + 1:]
+        first = np.expand_dims(np.broadcast_to(seed, rest), axis % nd)
+        stacked = np.concatenate([first.astype(items.dtype, copy=False), items], axis=axis)
+        return ufunc.accumulate(stacked, axis=axis, dtype=stacked.dtype)[_at(nd, axis, -1)]
     acc = seed
-    for i in range(items.shape[0]):
-        acc = merge(acc, items[i])
+    for i in range(n):
+        acc = merge(acc, items[_at(nd, axis, i)])
     return acc
 
 
-def fold_right(seed: np.ndarray, items: np.ndarray, merge: Merge) -> np.ndarray:
+def fold_right(seed: np.ndarray, items: np.ndarray, merge: Merge, axis: int = 0) -> np.ndarray:
+    nd = items.ndim
     acc = seed
-    for i in range(items.shape[0] - 1, -1, -1):
-        acc = merge(items[i], acc)
+    for i in range(items.shape[axis] - 1, -1, -1):
+        acc = merge(items[_at(nd, axis, i)], acc)
     return acc
 
 
 def combine(seed: np.ndarray, items: np.ndarray, merge: Merge, policy: str, adversarial: bool,
-            rng: np.random.Generator, ufunc: Optional[np.ufunc] = None) -> np.ndarray:
-    """Combine ``items`` (axis 0) with ``seed`` as ``policy`` admits (see module doc)."""
+            rng: np.random.Generator, ufunc: Optional[np.ufunc] = None, axis: int = 0) -> np.ndarray:
+    """Combine ``items`` (along ``axis``) with ``seed`` as ``policy`` admits (see module doc).
+
+    ``seed`` broadcasts against one item (``items`` without ``axis``).
+    """
     if policy == "fold_left":
-        return fold_left(seed, items, merge, ufunc)
+        return fold_left(seed, items, merge, ufunc, axis)
     if policy == "fold_right":
-        return fold_right(seed, items, merge)
-    if items.shape[0] == 0:
+        return fold_right(seed, items, merge, axis)
+    nd = items.ndim
+    n = items.shape[axis]
+    if n == 0:
         return seed
     if not adversarial:
-        return merge(seed, balanced_tree(items, merge))
-    leaves = [np.broadcast_to(seed, items.shape[1:])] + [items[i] for i in range(items.shape[0])]
+        return merge(seed, balanced_tree(items, merge, axis))
+    rest = items.shape[:axis % nd] + items.shape[axis % nd + 1:]
+    leaves = [np.broadcast_to(seed, rest)] + [items[_at(nd, axis, i)] for i in range(n)]
     if policy == "unordered_tree":
         leaves = [leaves[i] for i in rng.permutation(len(leaves))]
     return random_tree(leaves, merge, rng)
