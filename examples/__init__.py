@@ -21,9 +21,10 @@ from typing import Any, Callable, NamedTuple, Union
 
 import numpy as np
 
-from . import (all_regions as _all_regions, conv2d as _conv2d, gemm as _gemm, gemm_i32 as _gemm_i32,
-               layernorm as _layernorm, reduction_policy as _reduction_policy, rmsnorm as _rmsnorm,
-               rowreduce as _rowreduce, softmax as _softmax, transpose as _transpose)
+from . import (all_regions as _all_regions, conv2d as _conv2d, elementwise as _elementwise, gemm as _gemm,
+               gemm_i32 as _gemm_i32, layernorm as _layernorm, reduction_policy as _reduction_policy,
+               rmsnorm as _rmsnorm, rowreduce as _rowreduce, softmax as _softmax, stencil as _stencil,
+               transpose as _transpose)
 
 class Example(NamedTuple):
     kernel: Any
@@ -147,6 +148,27 @@ def _conv2d_ref(inp):
     return out
 
 
+def _elementwise_inputs(rng, **sizes):
+    s = _sizes({"N": 10}, sizes)
+    return {"X": _f32(rng, s["N"]), "B": _f32(rng, s["N"]), "Y": np.zeros(s["N"], np.float32)}
+
+
+def _elementwise_ref(inp, a=2.5):
+    return a * _f64(inp["X"]) + _f64(inp["B"])
+
+
+def _stencil_inputs(rng, **sizes):
+    s = _sizes({"H": 9, "W": 7}, sizes)
+    return {"X": _i32(rng, s["H"], s["W"]), "Y": np.zeros((s["H"], s["W"]), np.int32)}
+
+
+def _stencil_ref(inp):
+    x = _f64(inp["X"])
+    padded = np.pad(x, 1)
+    h, w = x.shape
+    return (4 * x - padded[:h, 1:w + 1] - padded[2:, 1:w + 1] - padded[1:h + 1, :w] - padded[1:h + 1, 2:])
+
+
 # ----------------------------------------------------------------------------- all regions, policies
 def _all_regions_inputs(rng, **sizes):
     s = _sizes({"M": 9, "K": 10, "N": 11}, sizes)
@@ -182,6 +204,8 @@ EXAMPLES: dict[str, Example] = {
     "rmsnorm": Example(_rmsnorm.rmsnorm, _rmsnorm_inputs, _rmsnorm_ref, "Y", False),
     "transpose": Example(_transpose.transpose, _transpose_inputs, _transpose_ref, "B", True),
     "conv2d": Example(_conv2d.conv2d, _conv2d_inputs, _conv2d_ref, "Y", False),
+    "elementwise": Example(_elementwise.elementwise, _elementwise_inputs, _elementwise_ref, "Y", False),
+    "stencil": Example(_stencil.stencil, _stencil_inputs, _stencil_ref, "Y", True),
     "all_regions": Example(_all_regions.all_regions, _all_regions_inputs, _all_regions_ref, "Y", False),
     "reduction_policy": Example(_reduction_policy.reduction_policy, _reduction_policy_inputs,
                                 _reduction_policy_ref, "Out", True),

@@ -41,6 +41,10 @@ SIZES = {
     # bm=bn=bk=4
     "all_regions": [dict(M=2, K=3, N=1), dict(M=5, K=9, N=13), dict(M=8, K=8, N=8), dict(M=3, K=1, N=6)],
     "reduction_policy": [dict(N=1), dict(N=17), dict(N=64), dict(N=0)],
+    # bn=4
+    "elementwise": [dict(N=3), dict(N=13), dict(N=16), dict(N=1)],
+    # bh=4, bw=3
+    "stencil": [dict(H=2, W=2), dict(H=7, W=8), dict(H=8, W=9), dict(H=1, W=5)],
 }
 VARIANTS = [(name, i) for name in NAMES for i in range(1 + len(SIZES[name]))]  # i = 0: the defaults
 
