@@ -45,6 +45,7 @@ class Schedule:
         self.program = self.initial
         self.history: list[tuple[str, dict[str, Any]]] = []
         self.transforms: list[Transformed] = []
+        self.programs: list[ir.Program] = [self.initial]  # op k turns programs[k] into programs[k + 1]
 
     @classmethod
     def create(cls, kernel: Kernel, **sizes_and_config: Any) -> "Schedule":
@@ -80,6 +81,7 @@ class Schedule:
         self.program = simplify(result.program, self.sizes)
         self.history.append((op, params))
         self.transforms.append(result)
+        self.programs.append(self.program)
         return result.handles
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
@@ -90,6 +92,11 @@ class Schedule:
             method.__doc__ = OPS[name].__doc__ or inspect.getmodule(OPS[name]).__doc__
             return method
         raise AttributeError(name)
+
+    def check(self, sizes: dict[str, int] | None = None, **options: Any) -> Any:
+        """Discharge the obligations of the initial program and of every op (a checker ``Report``)."""
+        from tilecert.checker import check  # imported on use: the checker depends on semantics, not the reverse
+        return check(self, sizes, **options)
 
     # ------------------------------------------------------------------ views
     def loops(self) -> list[LoopInfo]:

@@ -1,0 +1,147 @@
+"""``check``: discharge every obligation of a program, a transform, or a whole schedule.
+
+- a program (a kernel, a tile program, or a loop-form program): ``noninterference``,
+  ``reduction_policy``, ``barrier_uniform``, ``bounds``, ``containment``, ``hardware_limits``;
+- a transform ``(before, after, tau)``: ``coverage``, ``prefix_cut``, ``dependence`` between
+  the two, and the program obligations of ``after`` (``containment`` and ``hardware_limits``
+  only when it is final: an intermediate program need not fit the machine yet);
+- a ``Schedule``: its initial program, then every op of its history as a transform from the
+  program before the op to the program after it (both as the schedule stored them, i.e.
+  after the simplifier ran, so the simplifier's rewrites are checked too).
+
+An obligation kind an op lists that this checker does not discharge is reported unknown.
+Sizes: a schedule's bound sizes plus ``sizes``; every other size stays symbolic (>= 0). A
+disproved verdict's witness is replayed on the interpreter at the witness's sizes.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+from tilecert.semantics import ir
+from tilecert.semantics.expand import expand
+from tilecert.semantics.kernel import Kernel
+from tilecert.semantics.sched.base import Obligation, Tau
+from tilecert.semantics.sched.schedule import Schedule
+
+from . import replay as replays
+from .correspondence import correspond
+from .errors import CheckerError
+from .model import Model
+from .obligations import (barrier_uniform, bounds, containment, coverage, dependence, hardware_limits,
+                          noninterference, prefix_cut, reduction_policy)
+from .solve import DEFAULT_TIMEOUT_MS
+from .target import DEFAULT_TARGET, Target
+from .verdict import DISPROVED, Report, Result, Verdict, unknown, with_replay
+
+CHECKED = ("coverage", "prefix_cut", "dependence", "noninterference", "reduction_policy", "barrier_uniform", "bounds",
+           "containment", "hardware_limits")
+
+
+def check(subject: Any, sizes: Optional[Mapping[str, int]] = None, *, target: Target = DEFAULT_TARGET,
+          timeout_ms: int = DEFAULT_TIMEOUT_MS, replay: bool = True) -> Report:
+    """Check a ``Schedule`` (every op), a ``@tc.kernel`` or a ``Program`` (its own obligations)."""
+    if isinstance(subject, Schedule):
+        return check_schedule(subject, sizes, target=target, timeout_ms=timeout_ms, replay=replay)
+    if isinstance(subject, Kernel):
+        subject = subject.capture()
+    if isinstance(subject, ir.Program):
+        return check_program(expand(subject), sizes, target=target, timeout_ms=timeout_ms, replay=replay)
+    raise CheckerError(f"cannot check a {type(subject).__name__}",
+                       hint="pass a Schedule (tc.schedule), a @tc.kernel, or a Program")
+
+
+def check_program(program: ir.Program, sizes: Optional[Mapping[str, int]] = None, *,
+                  target: Target = DEFAULT_TARGET, timeout_ms: int = DEFAULT_TIMEOUT_MS, replay: bool = True,
+                  subject: Optional[str] = None, final: bool = True) -> Report:
+    """The obligations of one loop-form program."""
+    m = _model(program, sizes)
+    if m.problems:
+        raise CheckerError(f"program {program.name} is ill-formed: {m.problems[0]}",
+                           hint="every loop variable and buffer must be read inside the loop or block that binds it")
+    return _program_report(m, subject or f"program {program.name}", final, target, timeout_ms, replay, ())
+
+
+def check_transform(before: ir.Program, after: ir.Program, tau: Tau, sizes: Optional[Mapping[str, int]] = None, *,
+                    target: Target = DEFAULT_TARGET, timeout_ms: int = DEFAULT_TIMEOUT_MS, replay: bool = True,
+                    subject: str = "transform", listed: Sequence[Obligation] = (), final: bool = True) -> Report:
+    """The obligations of rewriting ``before`` into ``after`` with coordinate map ``tau``."""
+    old = _model(before, sizes)
+    if old.problems:
+        raise CheckerError(f"the program before the transform is ill-formed: {old.problems[0]}",
+                           hint="check the program the transform starts from")
+    new = _model(after, sizes)
+    report = Report()
+    c = correspond(old, new, tau, timeout_ms)
+    again = (lambda s: replays.replay_transform(before, after, s)) if replay else None
+    for kind, module in (("coverage", coverage), ("prefix_cut", prefix_cut), ("dependence", dependence)):
+        verdict = module.check(c, timeout_ms) if kind == "coverage" or not new.problems else _ill_formed(new)
+        report.results.append(_result(kind, subject, module.FORMULA, listed, verdict, again, old.sizes))
+    report.extend(_program_report(new, subject, final, target, timeout_ms, replay, listed))
+    for ob in listed:
+        if ob.kind not in CHECKED and not any(r.kind == ob.kind for r in report):
+            report.results.append(Result(ob.kind, subject, ob.formula,
+                                         unknown(f"the checker does not discharge {ob.kind} obligations")))
+    return report
+
+
+def check_schedule(s: Schedule, sizes: Optional[Mapping[str, int]] = None, *, target: Target = DEFAULT_TARGET,
+                   timeout_ms: int = DEFAULT_TIMEOUT_MS, replay: bool = True) -> Report:
+    """The initial program's obligations, then those of every op of the history."""
+    bound = {**s.sizes, **dict(sizes or {})}
+    n = len(s.transforms)
+    report = check_program(s.programs[0], bound, target=target, timeout_ms=timeout_ms, replay=replay,
+                           subject=f"initial program {s.initial.name}", final=n == 0)
+    for k, ((op, params), t) in enumerate(zip(s.history, s.transforms)):
+        args = ", ".join(f"{a}={v!r}" for a, v in params.items())
+        report.extend(check_transform(s.programs[k], s.programs[k + 1], t.tau, bound, target=target,
+                                      timeout_ms=timeout_ms, replay=replay, subject=f"op {k}: {op}({args})",
+                                      listed=t.obligations, final=k == n - 1))
+    return report
+
+
+# ----------------------------------------------------------------------------- helpers
+def _model(program: ir.Program, sizes: Optional[Mapping[str, int]]) -> Model:
+    sizes = dict(sizes or {})
+    unknown_sizes = sorted(set(sizes) - set(program.sizes))
+    if unknown_sizes:
+        raise CheckerError(f"unknown size(s) {unknown_sizes} for program {program.name}",
+                           hint=f"its sizes are {list(program.sizes)}")
+    for name, v in sizes.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise CheckerError(f"size {name} must be an int >= 0, got {v!r}", hint="or leave it symbolic")
+    return Model(program, sizes)
+
+
+def _ill_formed(m: Model) -> Verdict:
+    return unknown(f"the transformed program is ill-formed ({m.problems[0]})", "structure")
+
+
+def _program_report(m: Model, subject: str, final: bool, target: Target, timeout_ms: int, replay: bool,
+                    listed: Sequence[Obligation]) -> Report:
+    again = (lambda s: replays.replay_program(m.program, s)) if replay else None
+    checks: list[tuple[str, Any, Callable[[], Verdict]]] = [
+        ("noninterference", noninterference, lambda: noninterference.check(m, timeout_ms)),
+        ("reduction_policy", reduction_policy, lambda: reduction_policy.check(m, timeout_ms)),
+        ("barrier_uniform", barrier_uniform, lambda: barrier_uniform.check(m, timeout_ms)),
+        ("bounds", bounds, lambda: bounds.check(m, timeout_ms)),
+    ]
+    if final:
+        checks += [("containment", containment, lambda: containment.check(m, target)),
+                   ("hardware_limits", hardware_limits, lambda: hardware_limits.check(m, target, timeout_ms))]
+    report = Report()
+    for kind, module, run in checks:
+        verdict = run() if not m.problems else _ill_formed(m)
+        replayable = kind not in ("containment", "hardware_limits")
+        report.results.append(_result(kind, subject, module.FORMULA, listed, verdict, again if replayable else None,
+                                      m.sizes))
+    return report
+
+
+def _result(kind: str, subject: str, formula: str, listed: Sequence[Obligation], verdict: Verdict,
+            again: Optional[Callable[[dict[str, int]], str]], bound: Mapping[str, int]) -> Result:
+    stated = [ob.formula for ob in listed if ob.kind == kind]
+    if stated:
+        formula += " | the op states: " + "; ".join(stated)
+    if verdict.status == DISPROVED and again is not None and verdict.witness is not None:
+        verdict = with_replay(verdict, again({**bound, **dict(verdict.witness.sizes)}))
+    return Result(kind, subject, formula, verdict)

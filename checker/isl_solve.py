@@ -1,0 +1,87 @@
+"""Decide quasi-affine queries with isl: Presburger arithmetic, exact, any size values.
+
+``render`` writes a formula in isl's set syntax, or returns None when it is not
+quasi-affine (a product of two variables, division by a non-constant, if-then-else).
+``first_point`` decides a batch of cases at once: the cases become the named tuples of one
+union set ``{ key[vars] : pos }``, the union of the negative parts is subtracted, and the
+first non-empty case in the given order yields its lexicographically least point (so a
+witness uses the smallest sizes and coordinates). Sizes are ordinary tuple variables, not
+isl parameters, which is what makes that least point small.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence, Union
+
+import islpy as isl
+
+from .formula import And, Cmp, Const, Exists, Formula, Ite, Or, Term, Var
+
+_CMP = {"lt": "<", "le": "<=", "eq": "=", "ne": "!="}
+
+
+def render_term(t: Term) -> Optional[str]:
+    if isinstance(t, Var):
+        return t.name
+    if isinstance(t, Const):
+        return str(t.value)  # isl reads "-1 * a" and "a - -1", but not "(-1) * a"
+    if isinstance(t, Ite):
+        return None
+    a, b = render_term(t.a), render_term(t.b)
+    if a is None or b is None:
+        return None
+    if t.op in ("add", "sub"):
+        return f"({a} {'+' if t.op == 'add' else '-'} {b})"
+    if t.op == "mul":
+        return f"({a} * {b})" if isinstance(t.a, Const) or isinstance(t.b, Const) else None
+    if t.op in ("floordiv", "mod"):
+        if not (isinstance(t.b, Const) and t.b.value > 0):
+            return None
+        return f"floor(({a}) / {b})" if t.op == "floordiv" else f"(({a}) mod {b})"
+    return f"{t.op}({a}, {b})"
+
+
+def render(f: Formula) -> Optional[str]:
+    """isl text of ``f`` (None if some part is not quasi-affine)."""
+    if isinstance(f, Cmp):
+        a, b = render_term(f.a), render_term(f.b)
+        return None if a is None or b is None else f"{a} {_CMP[f.op]} {b}"
+    if isinstance(f, (And, Or)):
+        if not f.parts:
+            return "0 = 0" if isinstance(f, And) else "1 = 0"
+        parts = [render(p) for p in f.parts]
+        if any(p is None for p in parts):
+            return None
+        return "(" + f" {'and' if isinstance(f, And) else 'or'} ".join(f"({p})" for p in parts) + ")"
+    if isinstance(f, Exists):
+        body = render(f.body)
+        return None if body is None else f"exists ({', '.join(f.names)} : {body})"
+    raise TypeError(type(f).__name__)
+
+
+def _union(entries: Sequence[tuple[str, Sequence[str], str]]) -> isl.UnionSet:
+    body = "; ".join(f"{key}[{', '.join(names)}] : {text}" for key, names, text in entries)
+    return isl.UnionSet("{ " + body + " }")
+
+
+def first_point(cases: Sequence[tuple[str, Sequence[str], str, Optional[str]]]) -> Optional[tuple[str, dict[str, int]]]:
+    """For cases ``(key, vars, pos_text, neg_text or None)``: the key of the first case (in order)
+    with a point satisfying pos and not neg, with its least point; None if every case is empty."""
+    if not cases:
+        return None
+    result: Union[isl.UnionSet, None] = _union([(k, v, p) for k, v, p, _ in cases])
+    negs = [(k, v, n) for k, v, _, n in cases if n is not None]
+    if negs:
+        result = result.subtract(_union(negs))
+    if result.is_empty():
+        return None
+    found: dict[str, isl.Set] = {}
+    sets = result.get_set_list()
+    for i in range(sets.n_set()):
+        s = sets.get_at(i)
+        found[s.get_tuple_name()] = s
+    for key, names, _, _ in cases:
+        if key in found and not found[key].is_empty():
+            point = found[key].lexmin().sample_point()
+            return key, {n: point.get_coordinate_val(isl.dim_type.set, i).to_python() for i, n in enumerate(names)}
+    raise AssertionError("a non-empty union set with no non-empty case")
+

@@ -1,0 +1,1 @@
+"""One module per obligation kind; each states its formula in its docstring and returns a Verdict."""
