@@ -29,8 +29,8 @@ def to_isl(e: IExpr) -> Optional[str]:
         return e.name
     if isinstance(e, IVar):
         return var_name(e.region, e.axis)
-    if isinstance(e, INot):
-        a = to_isl(e.a)
+    if isinstance(e, INot):  # a constant operand is a truth value, as for and / or below
+        a = f"({int(bool(e.a.value))} = 1)" if isinstance(e.a, IConst) else to_isl(e.a)
         return None if a is None else f"(not ({a}))"
     if not isinstance(e, IBin):
         return None
@@ -40,9 +40,11 @@ def to_isl(e: IExpr) -> Optional[str]:
     op = e.op
     if op in ("add", "sub"):
         return f"({a} {'+' if op == 'add' else '-'} {b})"
-    if op == "mul":
-        if isinstance(e.a, IConst) or isinstance(e.b, IConst):
-            return f"({a} * {b})"
+    if op == "mul":  # the constant first and bare: isl does not parse "(-1) * x"
+        if isinstance(e.a, IConst):
+            return f"({e.a.value} * {b})"
+        if isinstance(e.b, IConst):
+            return f"({e.b.value} * {a})"
         return None
     if op in ("floordiv", "mod"):
         if not (isinstance(e.b, IConst) and e.b.value > 0):

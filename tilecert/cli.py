@@ -1,4 +1,4 @@
-"""The ``tilecert`` command line: ``demo`` and ``ir``.
+"""The ``tilecert`` command line: ``demo``, ``ir``, ``emit``, ``diff``, ``fuzz`` and ``check``.
 
 Exit status 0 only when everything asked for matched.
 """
@@ -14,6 +14,8 @@ from types import ModuleType
 import numpy as np
 
 import tilecert as tc
+from tilecert.backends import resolve
+from tilecert.lowering import format_lowered, lower
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -67,6 +69,97 @@ def cmd_ir(args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_sizes(items: list[str]) -> dict[str, int]:
+    sizes = {}
+    for item in items or []:
+        name, _, value = item.partition("=")
+        if not value.lstrip("-").isdigit():
+            raise tc.TilecertError(f"--size {item!r} is not NAME=INT", hint="e.g. --size M=64")
+        sizes[name] = int(value)
+    return sizes
+
+
+def targets_in(args: argparse.Namespace) -> list:
+    """The kernels (as schedules when sizes are given) and schedules a Python file defines."""
+    module = load_module(Path(args.file))
+    found = {name: obj for name, obj in vars(module).items() if isinstance(obj, (tc.Kernel, tc.Schedule))}
+    if args.kernel:
+        if args.kernel not in found:
+            raise tc.TilecertError(f"no kernel or schedule {args.kernel!r} in {args.file}",
+                                   hint=f"found: {sorted(found)}")
+        found = {args.kernel: found[args.kernel]}
+    sizes = parse_sizes(args.size)
+    return [tc.schedule(obj, **sizes) if isinstance(obj, tc.Kernel) and sizes else obj for obj in found.values()]
+
+
+def cmd_emit(args: argparse.Namespace) -> int:
+    for obj in targets_in(args):
+        if args.lowered:
+            program, sizes = resolve(obj, {})
+            print(format_lowered(lower(program, sizes)))
+        else:
+            print(tc.emit(obj, target=args.target))
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from tilecert.backends.fuzz import FuzzCase, replay
+    from tilecert.strategies import kernel_from_source
+    if args.file.endswith(".json"):
+        case = FuzzCase.from_json(Path(args.file).read_text())
+        check = lambda s, **kw: tc.differential(s, target=args.target, sanitize=args.sanitize, **kw)  # noqa: E731
+        reports = [replay(case, kernel_from_source, check, trials=args.trials)]
+    else:
+        reports = [tc.differential(obj, target=args.target, trials=args.trials, seed=args.seed,
+                                   sanitize=args.sanitize) for obj in targets_in(args)]
+    for report in reports:
+        print(("MATCH     " if report.matched else "MISMATCH  ") + str(report))
+        for trial in report.trials if args.verbose else ():
+            print(f"  {trial}")
+    return 0 if all(r.matched for r in reports) else 1
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Check every schedule in the file, and every kernel no schedule there covers; 0 only if all is proved."""
+    found = targets_in(args)
+    if not found:
+        raise tc.TilecertError(f"no kernel or schedule in {args.file}", hint="define a @tc.kernel or a tc.schedule(...)")
+    covered = {id(obj.kernel) for obj in found if isinstance(obj, tc.Schedule)}
+    ok = True
+    for obj in found:
+        if isinstance(obj, tc.Kernel) and id(obj) in covered:
+            continue
+        report = tc.check(obj, timeout_ms=args.timeout_ms, replay=not args.no_replay)
+        print(report.explain())
+        ok = ok and report.ok
+    return 0 if ok else 1
+
+
+def cmd_fuzz(args: argparse.Namespace) -> int:
+    from tilecert import strategies
+    from tilecert.backends.fuzz import campaign, fuzz_cases, replay
+    counts: dict[str, int] = {}
+    t0 = time.perf_counter()
+
+    def run(case):
+        check = lambda s, **kw: tc.differential(s, target=args.target, **kw)  # noqa: E731
+        return replay(case, strategies.kernel_from_source, check, trials=args.trials)
+
+    def on_result(done, case, report, path):
+        outcome = "failed" if report.failed else ("matched" if report.matched else report.trials[0].outcome
+                                                  if len(report.trials) == 1 else "invalid")
+        counts[outcome] = counts.get(outcome, 0) + 1
+        summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        print(f"\r[{done}/{args.cases}] {summary} ({time.perf_counter() - t0:.0f} s)", end="", flush=True)
+        if path is not None:
+            print(f"\n  failing case written to {path}: {report.first_failure}")
+
+    campaign(fuzz_cases(strategies.kernels(), strategies.schedules, args.max_ops), args.cases, args.seed, run,
+             Path(args.out), on_result)
+    print()
+    return 1 if counts.get("failed") else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tilecert", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -77,9 +170,38 @@ def main(argv: list[str] | None = None) -> int:
     ir_cmd.add_argument("file")
     ir_cmd.add_argument("--kernel")
     ir_cmd.add_argument("--json", action="store_true", help="print the JSON form")
+    for name, help_text in (("emit", "print the C source of the kernels in a Python file"),
+                            ("diff", "compare the interpreter with compiled code on random inputs")):
+        cmd = sub.add_parser(name, help=help_text)
+        cmd.add_argument("file", help="a Python file defining kernels or schedules" +
+                         (", or a fuzz case .json" if name == "diff" else ""))
+        cmd.add_argument("--target", default="c")
+        cmd.add_argument("--kernel", help="only this kernel or schedule")
+        cmd.add_argument("--size", action="append", metavar="NAME=INT", help="bind a size (repeatable)")
+        if name == "emit":
+            cmd.add_argument("--lowered", action="store_true", help="print the lowered loop program instead")
+        else:
+            cmd.add_argument("--trials", type=int, default=10)
+            cmd.add_argument("--seed", type=int, default=0)
+            cmd.add_argument("--sanitize", action="store_true", help="build with ASan and UBSan")
+            cmd.add_argument("--verbose", "-v", action="store_true", help="print every trial")
+    check_cmd = sub.add_parser("check", help="prove the obligations of the kernels and schedules in a Python file")
+    check_cmd.add_argument("file", help="a Python file defining kernels or schedules")
+    check_cmd.add_argument("--kernel", help="only this kernel or schedule")
+    check_cmd.add_argument("--size", action="append", metavar="NAME=INT", help="bind a size of a kernel (repeatable)")
+    check_cmd.add_argument("--timeout-ms", type=int, default=2000, help="z3 timeout per query")
+    check_cmd.add_argument("--no-replay", action="store_true", help="do not replay witnesses on the interpreter")
+    fuzz = sub.add_parser("fuzz", help="random kernels and schedules, interpreter against compiled code")
+    fuzz.add_argument("--target", default="c")
+    fuzz.add_argument("--cases", type=int, default=100)
+    fuzz.add_argument("--seed", type=int, default=0)
+    fuzz.add_argument("--trials", type=int, default=2, help="random inputs per case")
+    fuzz.add_argument("--max-ops", type=int, default=4, help="schedule ops per case")
+    fuzz.add_argument("--out", default="fuzz-failures", help="where failing cases are written")
     args = parser.parse_args(argv)
     try:
-        return {"demo": cmd_demo, "ir": cmd_ir}[args.cmd](args)
+        return {"demo": cmd_demo, "ir": cmd_ir, "emit": cmd_emit, "diff": cmd_diff, "fuzz": cmd_fuzz,
+                "check": cmd_check}[args.cmd](args)
     except tc.TilecertError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
