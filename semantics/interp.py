@@ -504,13 +504,19 @@ class Interpreter:
         if plan is None:
             plan = plans[key] = _mma_plan(sa, sb, out, a.shape, b.shape, self.depth)
         pa, ra, pb, rb, two_d, rs, pr, final, buf = plan
-        am = (a.transpose(pa) if pa is not None else a).reshape(ra)
-        bm = (b.transpose(pb) if pb is not None else b).reshape(rb)
         if buf is None:
+            am = (a.transpose(pa) if pa is not None else a).reshape(ra)
+            bm = (b.transpose(pb) if pb is not None else b).reshape(rb)
             res = np.matmul(am, bm)
-        else:  # a large product goes to a buffer kept for this op: its pages stay mapped between runs
-            res = np.matmul(am, bm, out=buf[0] if buf[0] is not None else None)
-            buf[0] = res
+        else:
+            # large operands and products live in buffers kept for this op (they never escape
+            # it: the caller consumes the product before the op runs again), so their pages
+            # stay mapped from run to run
+            am = _into(buf, 0, a.transpose(pa) if pa is not None else a, ra)
+            bm = _into(buf, 1, b.transpose(pb) if pb is not None else b, rb)
+            if buf[2] is None:
+                buf[2] = np.empty(ra[:-1] + rb[-1:], calc)
+            res = np.matmul(am, bm, out=buf[2])
         if rs is not None:
             res = res.reshape(rs)
         if pr is not None:
@@ -1142,6 +1148,16 @@ class Interpreter:
             "parallel instances must not touch a cell another instance writes; use a reduction, or a serial region")
 
 
+def _into(buf: list, slot: int, x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``x`` reshaped to ``shape``: a view when that needs no copy, else a copy into ``buf[slot]``."""
+    if x.flags.c_contiguous:
+        return x.reshape(shape)
+    if buf[slot] is None:
+        buf[slot] = np.empty(shape, x.dtype)
+    np.copyto(buf[slot].reshape(x.shape), x)
+    return buf[slot]
+
+
 def _mma_plan(sa: str, sb: str, out: str, ashape: tuple[int, ...], bshape: tuple[int, ...], d: int) -> tuple:
     """Transposes and reshapes that turn ``mma`` operands of these shapes into one ``matmul``."""
     size = {**dict(zip(sa, ashape[d:])), **dict(zip(sb, bshape[d:]))}
@@ -1177,7 +1193,7 @@ def _mma_plan(sa: str, sb: str, out: str, ashape: tuple[int, ...], bshape: tuple
     pr = [labels.index(("B", i)) for i in range(d) if ("B", i) in labels] + [labels.index(("L", x)) for x in out]
     final = tuple(ashape[i] if ashape[i] != 1 else bshape[i] for i in range(d)) + tuple(size[x] for x in out)
     ident = lambda p: None if p == list(range(len(p))) else tuple(p)  # noqa: E731
-    buf = [None] if gb * gm * gn >= 1 << 15 else None
+    buf = [None, None, None] if gb * gm * gn >= 1 << 15 else None
     return (ident(pa), ra, ident(pb), rb, two_d, None if sizes == (ra[-2], rb[-1]) and two_d else sizes,
             ident(pr), final, buf)
 
