@@ -23,12 +23,10 @@ frontier's participants is the identity map.
 from __future__ import annotations
 
 import itertools
-from typing import Optional
-
 from . import ir
 from . import loopir as L
 from .errors import CaptureError
-from .index import IBin, IConst, IExpr, INot, ISize, IVar, ibin
+from .index import IBin, IConst, IExpr, INot, IVar, ibin
 from .interp import _identity, classify_updates
 from .dtypes import dtype_of
 

@@ -18,7 +18,7 @@ iteration and accessed by another raises ``NoninterferenceError``.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping
 
 import numpy as np
 

@@ -15,6 +15,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Iterator
 
@@ -38,7 +39,7 @@ RAGGED = {
     "transpose": dict(M=5, N=4), "conv2d": dict(H=5, W=6, R=3, S=2), "all_regions": dict(M=5, K=6, N=7),
     "reduction_policy": dict(N=5), "elementwise": dict(N=7), "stencil": dict(H=6, W=5),
 }
-CAMPAIGN = max(settings.default.max_examples, 30)
+CAMPAIGN = max(settings.default.max_examples, 60)
 
 
 def split_inputs(entry, inputs) -> tuple[dict, dict]:
@@ -234,6 +235,25 @@ def test_view_load_is_a_guarded_copy_and_view_store_is_guarded():
     x = np.arange(1, 7, dtype=np.int32)
     out = tc.run(q, X=x, Y=np.zeros(6, np.int32))["Y"]
     np.testing.assert_array_equal(out, [-7, 1, 2, 3, 4, 5])  # shifted by one; the cell before X reads -7
+
+
+def test_structure_check_rejects_an_unguarded_store():
+    """The counting invariants can fail: drop the in-bounds guard of the store."""
+    p = tc.capture(guarded_copy)
+    q = tc.expand(p)
+
+    def unguard(block: ir.Block) -> ir.Block:
+        ops: list = []
+        for s in block.ops:
+            if isinstance(s, L.If):
+                ops.extend(s.body.ops)
+            else:
+                ops.append(dataclasses.replace(s, body=unguard(s.body)) if isinstance(s, L.Loop) else s)
+        return ir.Block(block.args, tuple(ops), block.yields)
+
+    check_structure(p, q)
+    with pytest.raises(AssertionError):
+        check_structure(p, dataclasses.replace(q, body=unguard(q.body)))
 
 
 @tc.kernel

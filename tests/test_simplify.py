@@ -38,7 +38,7 @@ from tilecert.semantics.sched.simplify import census, conjuncts, simplify
 SIZES = ("N", "M")
 SIZE_VALUES = (0, 1, 2, 3, 5, 7)
 FILE = "<simplify-test>"
-CAMPAIGN = max(settings.default.max_examples, 40)
+CAMPAIGN = max(settings.default.max_examples, 60)
 
 
 # ---------------------------------------------------------------------------- program generation

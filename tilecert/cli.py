@@ -1,4 +1,4 @@
-"""The ``tilecert`` command line: ``demo``, ``ir``, ``emit``, ``diff``, ``fuzz`` and ``check``.
+"""The ``tilecert`` command line: ``demo``, ``ir``, ``emit``, ``diff``, ``fuzz``, ``check`` and ``gpu-suite``.
 
 Exit status 0 only when everything asked for matched.
 """
@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-import numpy as np
 
 import tilecert as tc
 from tilecert.backends import resolve
@@ -33,27 +32,9 @@ def load_module(path: Path) -> ModuleType:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    gemm = load_module(REPO / "examples" / "gemm.py").gemm
-    program = tc.capture(gemm)
-    print(tc.format_program(program))
-    rng = np.random.default_rng(args.seed)
-    m, k, n = args.size
-    a = rng.standard_normal((m, k)).astype(np.float32)
-    b = rng.standard_normal((k, n)).astype(np.float32)
-    ok = True
-    for checked in (True, False):
-        t0 = time.perf_counter()
-        out = tc.run(gemm, A=a, B=b, C=np.zeros((m, n), np.float32), checked=checked)
-        dt = time.perf_counter() - t0
-        ref = a.astype(np.float64) @ b.astype(np.float64)
-        err = float(np.abs(out["C"] - ref).max() / max(1.0, np.abs(ref).max()))
-        match = err < 1e-5
-        ok &= match
-        mode = "checked" if checked else "unchecked"
-        print(f"\ngemm {m}x{k}x{n} ({mode}, {dt * 1e3:.1f} ms): max relative error vs numpy float64 {err:.2e}"
-              f" -> {'MATCH' if match else 'MISMATCH'}")
-    print(f"digest {tc.digest(program)[:16]}, JSON round trip {'ok' if tc.load(tc.dump(program)) == program else 'BROKEN'}")
-    return 0 if ok else 1
+    from tilecert.demo import run_demo
+
+    return run_demo(args.n, args.seed)
 
 
 def cmd_ir(args: argparse.Namespace) -> int:
@@ -160,17 +141,40 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     return 1 if counts.get("failed") else 0
 
 
+def example_kernels() -> dict[str, tc.Kernel]:
+    """The kernels of the examples registry (``examples/__init__.py`` of the repository)."""
+    module = sys.modules.get("examples")
+    if module is None:
+        spec = importlib.util.spec_from_file_location("examples", REPO / "examples" / "__init__.py",
+                                                      submodule_search_locations=[str(REPO / "examples")])
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["examples"] = module
+        spec.loader.exec_module(module)
+    return {name: entry.kernel for name, entry in module.EXAMPLES.items()}
+
+
+def cmd_gpu_suite(args: argparse.Namespace) -> int:
+    from tilecert.backends.cuda.suite import default_cases, write_suite
+    folder = Path(args.dir)
+    names = write_suite(folder, default_cases(example_kernels(), args.case), seed=args.seed)
+    print(f"wrote {len(names)} cases to {folder}: {', '.join(names)}")
+    print(f"on a machine with a GPU, nvcc and numpy: python3 {folder / 'run.py'}  (see {folder / 'README.md'})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tilecert", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
-    demo = sub.add_parser("demo", help="capture, print and run the GEMM example against numpy")
-    demo.add_argument("--size", type=int, nargs=3, default=(50, 37, 29), metavar=("M", "K", "N"))
+    demo = sub.add_parser("demo", help="the GEMM example end to end: capture, interpret, schedule, check, emit C, "
+                                       "differential run")
+    demo.add_argument("--n", type=int, default=64, help="the scheduled GEMM size (n x n x n)")
     demo.add_argument("--seed", type=int, default=0)
     ir_cmd = sub.add_parser("ir", help="print the IR of the kernels in a Python file")
     ir_cmd.add_argument("file")
     ir_cmd.add_argument("--kernel")
     ir_cmd.add_argument("--json", action="store_true", help="print the JSON form")
-    for name, help_text in (("emit", "print the C source of the kernels in a Python file"),
+    for name, help_text in (("emit", "print the C or CUDA source (--target) of the kernels in a Python file"),
                             ("diff", "compare the interpreter with compiled code on random inputs")):
         cmd = sub.add_parser(name, help=help_text)
         cmd.add_argument("file", help="a Python file defining kernels or schedules" +
@@ -183,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             cmd.add_argument("--trials", type=int, default=10)
             cmd.add_argument("--seed", type=int, default=0)
-            cmd.add_argument("--sanitize", action="store_true", help="build with ASan and UBSan")
+            cmd.add_argument("--sanitize", action="store_true",
+                             help="build with sanitizers (c: ASan and UBSan; cuda-host: TSan and UBSan)")
             cmd.add_argument("--verbose", "-v", action="store_true", help="print every trial")
     check_cmd = sub.add_parser("check", help="prove the obligations of the kernels and schedules in a Python file")
     check_cmd.add_argument("file", help="a Python file defining kernels or schedules")
@@ -198,10 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     fuzz.add_argument("--trials", type=int, default=2, help="random inputs per case")
     fuzz.add_argument("--max-ops", type=int, default=4, help="schedule ops per case")
     fuzz.add_argument("--out", default="fuzz-failures", help="where failing cases are written")
+    suite = sub.add_parser("gpu-suite", help="write CUDA kernels, inputs and expected outputs for a GPU machine")
+    suite.add_argument("dir", help="the folder to write (created)")
+    suite.add_argument("--seed", type=int, default=0)
+    suite.add_argument("--case", action="append", metavar="NAME", help="only this case (repeatable)")
     args = parser.parse_args(argv)
     try:
         return {"demo": cmd_demo, "ir": cmd_ir, "emit": cmd_emit, "diff": cmd_diff, "fuzz": cmd_fuzz,
-                "check": cmd_check}[args.cmd](args)
+                "check": cmd_check, "gpu-suite": cmd_gpu_suite}[args.cmd](args)
     except tc.TilecertError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

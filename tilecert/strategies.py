@@ -57,7 +57,6 @@ TENSOR_DIMS: dict[str, tuple[str, ...]] = {
     "Y": ("M", "N"), "Yn": ("N",), "Z": ("M",),
 }
 _BLOCK = {"M": "bm", "N": "bn", "K": "bk"}
-_ORIGIN = {"M": "m0", "N": "n0"}
 VALUE_RANGE = (-4, 4)
 
 
@@ -156,11 +155,14 @@ class _Writer:
         if hm and hn:
             opts.append((frozenset("MN"), self.load_a))
         if hn:
-            opts.append((frozenset("N"), lambda: f"{self.tensor('V')}.tile(({self.shifted('n0', -2, 2)},), (bn,)).load()"))
+            opts.append((frozenset("N"), lambda: f"{self.tensor('V')}.tile(({self.shifted('n0', -2, 2)},), "
+                                                 "(bn,)).load()"))
             opts.append((frozenset("N"), lambda: 'n0 + tc.iota(i32, (bn,), dims=("N",))'))
             opts.append((frozenset(), lambda: f"{self.tensor('V')}.at({self.shifted('n0', -2, 2)}).load()"))
+            opts.append((frozenset(), lambda: f"tc.zeros(i32, ()) + {self.shifted('n0', -1, 1)}"))  # an index value
         if hm:
-            opts.append((frozenset("M"), lambda: f"{self.tensor('W')}.tile(({self.shifted('m0', -2, 2)},), (bm,)).load()"))
+            opts.append((frozenset("M"), lambda: f"{self.tensor('W')}.tile(({self.shifted('m0', -2, 2)},), "
+                                                 "(bm,)).load()"))
             opts.append((frozenset("M"), lambda: 'm0 - tc.iota(i32, (bm,), dims=("M",))'))
             if self.m0_in_range:
                 opts.append((frozenset(), lambda: f'{self.tensor("W")}.at(m0, bounds="assume").load()'))
@@ -171,7 +173,8 @@ class _Writer:
                 opts.append((frozenset("M"), lambda: self.reduce_text(
                     f"{self.tensor('P')}.tile(({self.shifted('m0', -1, 1)}, k0), (bm, bk)).load()", "K")))
                 if self.k_in_range and self.m0_in_range:
-                    opts.append((frozenset(), lambda: f'{self.tensor("P")}.at(m0, {k}.index(0), bounds="assume").load()'))
+                    opts.append((frozenset(), lambda: f'{self.tensor("P")}.at(m0, {k}.index(0), '
+                                                      'bounds="assume").load()'))
             if hn:
                 opts.append((frozenset("N"), lambda: self.reduce_text(
                     f"{self.tensor('Q')}.tile((k0, {self.shifted('n0', -1, 1)}), (bk, bn)).load()", "K")))
@@ -179,15 +182,16 @@ class _Writer:
                 opts.append((frozenset("MN"), lambda: f"{self.tensor('A')}.tile((m0 + {k}.index(0) - 1, n0), "
                                                       "(bm, bn)).load()"))
             elif hn:
-                opts.append((frozenset("N"), lambda: f"{self.tensor('V')}.tile((n0 - {k}.index(0) + 1,), (bn,)).load()"))
+                opts.append((frozenset("N"), lambda: f"{self.tensor('V')}.tile((n0 - {k}.index(0) + 1,), "
+                                                     "(bn,)).load()"))
         opts.extend((dims, (lambda name=name: name)) for name, dims in self.leaves)
         return [(d, f) for d, f in opts if d <= allowed]
 
     def load_a(self) -> str:
-        fallback = self.draw(st.sampled_from(["", f"fallback={self.small()}"]))
-        if not self.have.get("M"):
-            return f"{self.tensor('V')}.tile(({self.shifted('n0', -2, 2)},), (bn,)).load({fallback})"
-        return f"{self.tensor('A')}.tile(({self.shifted('m0', -2, 2)}, {self.shifted('n0', -2, 2)}), (bm, bn)).load({fallback})"
+        """A shifted ``(bm, bn)`` tile of ``A``, maybe with a fallback for the cells outside ``A``."""
+        fallback = f"fallback={self.small()}" if self.draw(st.booleans()) else ""
+        origin = f"{self.shifted('m0', -2, 2)}, {self.shifted('n0', -2, 2)}"
+        return f"{self.tensor('A')}.tile(({origin}), (bm, bn)).load({fallback})"
 
     def reduce_text(self, operand: str, dim: str) -> str:
         policy = self.pick(ir.POLICIES)
@@ -220,13 +224,24 @@ class _Writer:
             return self.let(code, a[1] | bdims)
         if kind == "unary":
             a = self.expr(allowed, depth - 1)
-            form = self.pick(["-{}", "tc.abs({})", "tc.cast(tc.cast({}, i64), i32)", "tc.cast(tc.cast({}, i16), i32)"])
-            return self.let(form.format(a[0]), a[1])
+            forms = ["-{}", "tc.abs({})", "tc.cast(tc.cast({}, i64), i32)", "tc.cast(tc.cast({}, i16), i32)"]
+            if a[1] == frozenset("MN"):  # through a flat tile and back (row-major reindexing)
+                forms.append('tc.reshape(tc.reshape({}, (bm * bn,)), (bm, bn), dims=("M", "N"))')
+            return self.let(self.pick(forms).format(a[0]), a[1])
         if kind == "where":
             x, y, a = (self.expr(allowed, depth - 1) for _ in range(3))
-            cmp = self.pick(["<", "<=", "==", "!=", ">"])
-            b = str(self.small())
-            return self.let(f"tc.where({x[0]} {cmp} {y[0]}, {a[0]}, {b})", x[1] | y[1] | a[1])
+            cond = f"{x[0]} {self.pick(['<', '<=', '==', '!=', '>'])} {y[0]}"
+            origins = [o for d, o in (("M", "m0"), ("N", "n0")) if self.have.get(d)]
+            shape = self.pick(["tile", "not", "and", "or", "index"] if origins else ["tile", "not", "and", "or"])
+            if shape == "not":
+                cond = f"~({cond})"
+            elif shape in ("and", "or"):
+                cond = f"({cond}) {'&' if shape == 'and' else '|'} ({y[0]} != {self.small()})"
+            elif shape == "index":  # a condition on coordinates only: a bool index value
+                o = self.pick(origins)
+                cond = f"{self.shifted(o, 0, 2)} < {'M' if o == 'm0' else 'N'}"
+            dims = a[1] | (frozenset() if shape == "index" else x[1] | y[1])
+            return self.let(f"tc.where({cond}, {a[0]}, {self.small()})", dims)
         dims = [d for d in ("M", "N") if self.have.get(d)]
         if not dims:
             return self.expr(allowed, 0)
@@ -244,11 +259,12 @@ class _Writer:
         return self.let(make(), dims)
 
     # -------------------------------------------------------------- carried loops
-    def carried(self, parent: str, acc_dims: frozenset[str], contribution: Callable[[bool], tuple[str, frozenset[str]]],
+    def carried(self, parent: str, acc_dims: frozenset[str], contribution: Callable[[], tuple[str, frozenset[str]]],
                 extent: str, setup: Callable[[str], list[str]], k_loop: bool) -> list[tuple[str, frozenset[str]]]:
         """A serial / pipeline / reduce region over ``extent`` carrying one or two states of ``acc_dims``.
 
-        ``contribution(may_read_state)`` writes the per-iteration value; ``setup(handle)`` the
+        ``contribution()`` writes one per-iteration value (it may read the states, which are
+        leaves here, unless the region is a tree reduction); ``setup(handle)`` gives the
         coordinate lines; a ``k_loop`` walks K tiles (``k0``). Returns the carried results.
         """
         kind = self.pick(["serial", "pipeline", "reduce"])
@@ -272,11 +288,11 @@ class _Writer:
             self.emit(f'{handle}.stage("load")')
         if strict:  # the body may read the states
             self.leaves += [(s, acc_dims) for s in states]
-        contributions = [contribution(strict) for _ in states]
+        contributions = [contribution() for _ in states]
         if kind == "pipeline":
             self.emit(f'{handle}.stage("compute")')
         updates = []
-        mma_ok = acc_dims == frozenset("MN") and self.have.get("M") and self.have.get("N") and extent.startswith("tc.cdiv(K")
+        mma_ok = acc_dims == frozenset("MN") and k_loop and extent.startswith("tc.cdiv(K")
         for s, c in zip(states, contributions):
             x = self.fit(c, acc_dims)  # a contribution of exactly the state's type: a merge for trees
             forms = ["{s} + {x}", "tc.maximum({s}, {x})", "tc.minimum({s}, {x})", "{s} - {x}"]
@@ -333,7 +349,7 @@ def _tiles(w: _Writer, draw: Callable[[st.SearchStrategy[Any]], Any], rank: int)
         extent = draw(st.sampled_from(["tc.cdiv(K, bk)", "3", "1", "0", "tc.cdiv(K, bk), 2"]))
         if "K" in extent:
             w.tensor("Q")  # defines the size K
-        w.leaves += w.carried("nest", acc_dims, lambda strict: w.expr(acc_dims, 1), extent, _k_setup, True)
+        w.leaves += w.carried("nest", acc_dims, lambda: w.expr(acc_dims, 1), extent, _k_setup, True)
     out = w.expr(grid, 2)
     if draw(st.booleans()):
         mem = w.fresh("mem")
@@ -354,7 +370,7 @@ def _rows(w: _Writer, draw: Callable[[st.SearchStrategy[Any]], Any]) -> tuple[st
     w.have = {"M": True}
     acc_dims = draw(st.sampled_from([frozenset("M"), frozenset()]))
 
-    def contribution(strict: bool) -> tuple[str, frozenset[str]]:
+    def contribution() -> tuple[str, frozenset[str]]:
         w.have["N"] = True
         x = w.expr(frozenset("MN"), 1)
         if "N" not in x[1]:
@@ -530,10 +546,11 @@ def op_calls(draw: Callable[[st.SearchStrategy[Any]], Any], p: ir.Program, sizes
     known choice such as ``kind``; optional names may also be the new name ``fresh``),
     small ints, lists of small ints, runs of nested loops (permuted) for lists of names;
     all lists of one call have one drawn length; ``breakpoints`` and ``extents`` are often
-    drawn to fit the range of the call's ``loop``. Several required loop names are taken from one run of nested loops half
-    of the time. Parameters with a default keep it half of the time; those of a type
-    without a strategy (``bound_sizes``, which the ``Schedule`` supplies) always. An op
-    with a required parameter of such a type is never drawn.
+    drawn to fit the range of the call's ``loop``. Several required loop names are taken
+    from one run of nested loops half of the time. Parameters with a default keep it half
+    of the time; those of a type without a strategy (``bound_sizes``, which the
+    ``Schedule`` supplies) always. An op with a required parameter of such a type is never
+    drawn.
     """
     table = dict(OPS if ops is None else ops)
     chains = _loop_chains(p)

@@ -9,7 +9,7 @@ must hold for the rewrite to preserve meaning; the checker discharges them.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
 from .. import ir

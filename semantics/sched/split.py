@@ -19,8 +19,8 @@ from __future__ import annotations
 from .. import ir
 from .. import loopir as L
 from ..index import IConst, IVar, ibin
-from .base import (Obligation, Piece, ScheduleError, Tau, Transformed, fresh_name, fresh_var, positive_int, replace_loop,
-                   subst_node, the_loop, with_body)
+from .base import (Obligation, Piece, ScheduleError, Tau, Transformed, fresh_name, fresh_var, loop_name,
+                   positive_int, replace_loop, subst_node, the_loop, with_body)
 
 TAILS = ("guard", "partition")
 
@@ -36,8 +36,8 @@ def split(p: ir.Program, loop: str, factor: int, tail: str = "guard", outer: str
                             hint="split the loop before partitioning it, or split a segment that starts at 0")
     new_var = fresh_var(p)
     vo, vi = new_var(), new_var()
-    o_name = outer or fresh_name(p, f"{loop}.o")
-    i_name = inner or fresh_name(p, f"{loop}.i", {o_name})
+    o_name = loop_name(p, outer, f"{loop}.o", "split", freed=(loop,))
+    i_name = loop_name(p, inner, f"{loop}.i", "split", freed=(loop,), taken={o_name})
     n = lp.extent
     fc = IConst(f)
     o, ii = IVar(vo, 0), IVar(vi, 0)
