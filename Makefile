@@ -4,7 +4,7 @@ VENV    := .venv
 VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 
-.PHONY: demo test bench setup clean
+.PHONY: demo test bench setup clean proofs
 
 $(STAMP): pyproject.toml
 	test -x $(VPY) || $(PY) -m venv $(VENV)
@@ -19,6 +19,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VPY) -m pytest
+
+proofs: $(STAMP)
+	@status=0; for f in proofs/*.py; do [ "$$f" = proofs/lemma.py ] && continue; \
+		$(VPY) $$f || status=1; done; exit $$status
 
 bench: $(STAMP)
 	$(VPY) benchmarks/interp.py

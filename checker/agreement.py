@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from tilecert.semantics import loopir as L
+from tilecert.semantics.dtypes import dtype_of
 from tilecert.semantics.index import IExpr
 
 from .formula import FALSE, TRUE, Env, Formula, cmp, cond_of, conj, disj, equal_all, is_condition, negate, term_of
@@ -77,7 +78,7 @@ def agree_value(a: L.SExpr, b: L.SExpr, old: Stmt, new: Stmt, eo: Env, en: Env, 
             return FALSE
         return equal_all([term_of(e, eo) for e in a.index], [term_of(e, en) for e in b.index])
     if isinstance(a, L.Lit):
-        return TRUE if (type(a.value), repr(a.value)) == (type(b.value), repr(b.value)) else FALSE
+        return TRUE if literal_key(a) == literal_key(b) else FALSE
     if isinstance(a, L.Ix):
         return _same_index_value(a.expr, b.expr, eo, en)
     if isinstance(a, (L.Un, L.Cvt)):
@@ -87,6 +88,15 @@ def agree_value(a: L.SExpr, b: L.SExpr, old: Stmt, new: Stmt, eo: Env, en: Env, 
     if isinstance(a, L.Sel):  # on a data-dependent condition: every part must agree
         return conj(rec(a.cond, b.cond), rec(a.a, b.a), rec(a.b, b.b))
     return FALSE
+
+
+def literal_key(lit: L.Lit) -> tuple:
+    """What a literal denotes: its dtype and value (``0`` and ``0.0`` of one float dtype are one value,
+    ``-0.0`` another; a NaN equals a NaN)."""
+    dt = dtype_of(lit.dtype)
+    if dt.is_float:
+        return lit.dtype, repr(float(lit.value))
+    return lit.dtype, bool(lit.value) if dt.is_bool else int(lit.value)
 
 
 def _same_index_value(a: IExpr, b: IExpr, eo: Env, en: Env) -> Formula:

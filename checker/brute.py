@@ -12,7 +12,8 @@ condition is resolved on the coordinates). Nothing here builds a formula or call
 solver; the cost grows with the extents, which is what the symbolic checker avoids.
 
 Each ``brute_*`` function returns the list of violations found (empty: the obligation
-holds at these sizes); a violation is a short tuple describing it.
+holds at these sizes); a violation is a short tuple describing it. ``brute_check_schedule``
+runs them all over a schedule's history (the benchmark's baseline).
 """
 from __future__ import annotations
 
@@ -23,7 +24,10 @@ from typing import Any, Iterator, Mapping
 from tilecert.semantics import loopir as L
 from tilecert.semantics.index import IExpr, evaluate
 
-from .correspondence import Correspondence
+from .agreement import literal_key
+from .check import subjects
+from .correspondence import Correspondence, correspond
+from .forwarding import through_temporaries
 from .model import Access, Model, Stmt, common_depth, textually_before
 from .obligations.barrier_uniform import participant_levels
 from .obligations.dependence import commute
@@ -45,6 +49,7 @@ class Enumeration:
         self.m = m
         self.sizes = {**dict(sizes), **m.sizes}
         self._instances: dict[int, list[BInst]] = {}
+        self._members: dict[int, set[BInst]] = {}
 
     def ev(self, e: IExpr, x: BInst) -> int:
         return int(evaluate(e, self.sizes, x.env()))
@@ -66,7 +71,9 @@ class Enumeration:
             yield from self._walk(s, k + 1, prefix + (v,))
 
     def member(self, x: BInst) -> bool:
-        return x in set(self.instances(x.stmt))
+        if x.stmt.id not in self._members:
+            self._members[x.stmt.id] = set(self.instances(x.stmt))
+        return x in self._members[x.stmt.id]
 
     def cells(self, x: BInst, a: Access) -> list[tuple]:
         """The cells access ``a`` of instance ``x`` touches: ``(buffer, owner coords, index)``."""
@@ -139,7 +146,8 @@ def brute_reduction_policy(e: Enumeration) -> list[tuple]:
     for cell, users in e.by_cell().items():
         for i, (x, a) in enumerate(users):
             for y, b in users[i + 1:]:
-                if not (a.writes or b.writes) or (a.mode == b.mode == "update" and (a.op, a.policy) == (b.op, b.policy)):
+                same_reducer = a.mode == b.mode == "update" and (a.op, a.policy) == (b.op, b.policy)
+                if not (a.writes or b.writes) or same_reducer:
                     continue
                 k = _first_difference(x, y)
                 if k is not None and x.stmt.loops[k].node.kind == "reduce" and x.stmt.loops[k].order == "ordered":
@@ -170,10 +178,9 @@ def brute_barrier_uniform(e: Enumeration) -> list[tuple]:
     out = []
     for b in e.m.barriers:
         levels = participant_levels(b.loops, b.node.scope)
-        reached = set(e.instances(b))
         for x in e.instances(b):
             for other in _participants(e, b, x, levels):
-                if other not in reached:
+                if not e.member(other):
                     out.append(("not reached", x, other))
     return out
 
@@ -244,7 +251,7 @@ class Transform:
             buf = next(a.buffer for a in x.stmt.accesses if a.mode == "read" and a.buffer.name == v.buf)
             return ("ld", mapping(buf) if mapping else buf, tuple(en.ev(e, x) for e in v.index))
         if isinstance(v, L.Lit):
-            return ("lit", type(v.value), repr(v.value), v.dtype)
+            return ("lit", literal_key(v))
         if isinstance(v, L.Ix):
             return ("ix", en.ev(v.expr, x), v.dtype)
         if isinstance(v, (L.Un, L.Cvt)):
@@ -307,3 +314,30 @@ def brute_prefix_cut(t: Transform) -> list[tuple]:
         out += [("inject", b.name, k, v) for k, v in backward.items() if len(v) > 1]
     return out
 
+
+
+PROGRAM_OBLIGATIONS = {"noninterference": brute_noninterference, "reduction_policy": brute_reduction_policy,
+                       "barrier_uniform": brute_barrier_uniform, "bounds": brute_bounds}
+TRANSFORM_OBLIGATIONS = {"coverage": brute_coverage, "prefix_cut": brute_prefix_cut, "dependence": brute_dependence}
+
+
+def brute_check_schedule(s: Any, sizes: Mapping[str, int], timeout_ms: int = 2000) -> list[tuple[str, str, int]]:
+    """Every obligation of a schedule by enumeration at concrete ``sizes``: (subject, kind, violations),
+    subjects named as ``check_schedule`` names them.
+
+    The statement-level correspondence of each op is the symbolic checker's (which old statement a new
+    one stands for; a program with temporaries is compared in its inlined form, as ``check.py`` does, and
+    not at all where they cannot be read through); everything about instances is enumerated."""
+    sizes = {**s.sizes, **dict(sizes)}
+    names = subjects(s)
+    first = Enumeration(Model(s.programs[0], sizes), sizes)
+    out = [(names[0], kind, len(fn(first))) for kind, fn in PROGRAM_OBLIGATIONS.items()]
+    for k, t in enumerate(s.transforms):
+        c = correspond(Model(s.programs[k], sizes), Model(s.programs[k + 1], sizes), t.tau, timeout_ms)
+        compared = through_temporaries(c, t.tau, timeout_ms)
+        if not isinstance(compared, str):
+            tr = Transform(compared, sizes)
+            out += [(names[k + 1], kind, len(fn(tr))) for kind, fn in TRANSFORM_OBLIGATIONS.items()]
+        new = Enumeration(c.new, sizes)
+        out += [(names[k + 1], kind, len(fn(new))) for kind, fn in PROGRAM_OBLIGATIONS.items()]
+    return out

@@ -9,13 +9,16 @@
   program before the op to the program after it (both as the schedule stored them, i.e.
   after the simplifier ran, so the simplifier's rewrites are checked too).
 
+A transform that introduces scalar temporaries is compared through them (``forwarding.py``).
 An obligation kind an op lists that this checker does not discharge is reported unknown.
+Along a schedule, a program obligation proved before an op is re-checked after it only for
+the statements and pairs the op touched (the rest are, term for term, the same formulas).
 Sizes: a schedule's bound sizes plus ``sizes``; every other size stays symbolic (>= 0). A
 disproved verdict's witness is replayed on the interpreter at the witness's sizes.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Collection, Mapping, Optional, Sequence
 
 from tilecert.semantics import ir
 from tilecert.semantics.expand import expand
@@ -23,8 +26,8 @@ from tilecert.semantics.kernel import Kernel
 from tilecert.semantics.sched.base import Obligation, Tau
 from tilecert.semantics.sched.schedule import Schedule
 
-from . import replay as replays
-from .correspondence import correspond
+from . import forwarding, replay as replays
+from .correspondence import Correspondence, correspond
 from .errors import CheckerError
 from .model import Model
 from .obligations import (barrier_uniform, bounds, containment, coverage, dependence, hardware_limits,
@@ -63,8 +66,11 @@ def check_program(program: ir.Program, sizes: Optional[Mapping[str, int]] = None
 
 def check_transform(before: ir.Program, after: ir.Program, tau: Tau, sizes: Optional[Mapping[str, int]] = None, *,
                     target: Target = DEFAULT_TARGET, timeout_ms: int = DEFAULT_TIMEOUT_MS, replay: bool = True,
-                    subject: str = "transform", listed: Sequence[Obligation] = (), final: bool = True) -> Report:
-    """The obligations of rewriting ``before`` into ``after`` with coordinate map ``tau``."""
+                    subject: str = "transform", listed: Sequence[Obligation] = (), final: bool = True,
+                    proved_before: Collection[str] = ()) -> Report:
+    """The obligations of rewriting ``before`` into ``after`` with coordinate map ``tau``. For the program
+    obligation kinds in ``proved_before`` (proved of ``before``), the statements and pairs the transform
+    left untouched (``Correspondence.kept``, ``kept_pair``) are not checked again."""
     old = _model(before, sizes)
     if old.problems:
         raise CheckerError(f"the program before the transform is ill-formed: {old.problems[0]}",
@@ -72,11 +78,18 @@ def check_transform(before: ir.Program, after: ir.Program, tau: Tau, sizes: Opti
     new = _model(after, sizes)
     report = Report()
     c = correspond(old, new, tau, timeout_ms)
+    compared = forwarding.through_temporaries(c, tau, timeout_ms)
     again = (lambda s: replays.replay_transform(before, after, s)) if replay else None
     for kind, module in (("coverage", coverage), ("prefix_cut", prefix_cut), ("dependence", dependence)):
-        verdict = module.check(c, timeout_ms) if kind == "coverage" or not new.problems else _ill_formed(new)
+        if new.problems and kind != "coverage":
+            verdict = _ill_formed(new)
+        elif isinstance(compared, str):
+            verdict = unknown(compared, "isl")
+        else:
+            verdict = module.check(compared, timeout_ms)
         report.results.append(_result(kind, subject, module.FORMULA, listed, verdict, again, old.sizes))
-    report.extend(_program_report(new, subject, final, target, timeout_ms, replay, listed))
+    report.extend(_program_report(new, subject, final, target, timeout_ms, replay, listed,
+                                  c if not (new.problems or c.fresh) else None, proved_before))
     for ob in listed:
         if ob.kind not in CHECKED and not any(r.kind == ob.kind for r in report):
             report.results.append(Result(ob.kind, subject, ob.formula,
@@ -90,13 +103,22 @@ def check_schedule(s: Schedule, sizes: Optional[Mapping[str, int]] = None, *, ta
     bound = {**s.sizes, **dict(sizes or {})}
     n = len(s.transforms)
     report = check_program(s.programs[0], bound, target=target, timeout_ms=timeout_ms, replay=replay,
-                           subject=f"initial program {s.initial.name}", final=n == 0)
-    for k, ((op, params), t) in enumerate(zip(s.history, s.transforms)):
-        args = ", ".join(f"{a}={v!r}" for a, v in params.items())
-        report.extend(check_transform(s.programs[k], s.programs[k + 1], t.tau, bound, target=target,
-                                      timeout_ms=timeout_ms, replay=replay, subject=f"op {k}: {op}({args})",
-                                      listed=t.obligations, final=k == n - 1))
+                           subject=subjects(s)[0], final=n == 0)
+    previous = report
+    for k, t in enumerate(s.transforms):
+        proved = {r.kind for r in previous if r.verdict.proved}
+        previous = check_transform(s.programs[k], s.programs[k + 1], t.tau, bound, target=target,
+                                   timeout_ms=timeout_ms, replay=replay, subject=subjects(s)[k + 1],
+                                   listed=t.obligations, final=k == n - 1, proved_before=proved)
+        report.extend(previous)
     return report
+
+
+def subjects(s: Schedule) -> list[str]:
+    """The names of a schedule's initial program and of each op, as reports show them."""
+    ops = [f"op {k}: {op}({', '.join(f'{a}={v!r}' for a, v in params.items())})"
+           for k, (op, params) in enumerate(s.history)]
+    return [f"initial program {s.initial.name}"] + ops
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -117,13 +139,24 @@ def _ill_formed(m: Model) -> Verdict:
 
 
 def _program_report(m: Model, subject: str, final: bool, target: Target, timeout_ms: int, replay: bool,
-                    listed: Sequence[Obligation]) -> Report:
+                    listed: Sequence[Obligation], c: Optional[Correspondence] = None,
+                    proved_before: Collection[str] = ()) -> Report:
     again = (lambda s: replays.replay_program(m.program, s)) if replay else None
+
+    def reuse(kind: str) -> bool:
+        return c is not None and kind in proved_before
+
+    pairs = (lambda s, t: c.kept_pair(s, t)) if c is not None else None
     checks: list[tuple[str, Any, Callable[[], Verdict]]] = [
-        ("noninterference", noninterference, lambda: noninterference.check(m, timeout_ms)),
-        ("reduction_policy", reduction_policy, lambda: reduction_policy.check(m, timeout_ms)),
+        ("noninterference", noninterference,
+         lambda: noninterference.check(m, timeout_ms, pairs) if reuse("noninterference")
+         else noninterference.check(m, timeout_ms)),
+        ("reduction_policy", reduction_policy,
+         lambda: reduction_policy.check(m, timeout_ms, pairs) if reuse("reduction_policy")
+         else reduction_policy.check(m, timeout_ms)),
         ("barrier_uniform", barrier_uniform, lambda: barrier_uniform.check(m, timeout_ms)),
-        ("bounds", bounds, lambda: bounds.check(m, timeout_ms)),
+        ("bounds", bounds,
+         lambda: bounds.check(m, timeout_ms, c.kept) if reuse("bounds") else bounds.check(m, timeout_ms)),
     ]
     if final:
         checks += [("containment", containment, lambda: containment.check(m, target)),

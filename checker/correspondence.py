@@ -39,7 +39,7 @@ from tilecert.semantics.sched.base import Tau
 
 from .agreement import agree
 from .formula import FALSE, Formula, cmp, cond_of, conj, disj, equal_all, exists, term_of
-from .model import BufferRec, Inst, Model, Stmt, domain, inst
+from .model import BufferRec, Inst, Model, Stmt, domain, inst, order_shape
 from .solve import Case, search
 
 
@@ -91,6 +91,21 @@ class Correspondence:
                 == [(lp.var, lp.node.start, lp.node.extent) for lp in o.loops]
                 and all(self.buffer_of(a.buffer) is b.buffer for a, b in zip(s.accesses, o.accesses))
                 and len(self.images_of(o)) == 1)
+
+    def kept(self, s: Stmt) -> bool:
+        """New statement ``s`` is an old one untouched, and so are the declarations of what it accesses."""
+        img = self.images.get(s.id)
+        return img is not None and self.unchanged(img) and all(
+            a.buffer.decl is None or (a.buffer.decl.id in self.images and self.unchanged(self.images[a.buffer.decl.id]))
+            for a in s.accesses)
+
+    def kept_pair(self, s: Stmt, t: Stmt) -> bool:
+        """``kept`` for both, in the same order structure as their originals: any formula about the pair is
+        then, term for term, the same formula about the old pair."""
+        if not (self.kept(s) and self.kept(t)):
+            return False
+        shape = order_shape(s, t)
+        return shape is not None and shape == order_shape(self.images[s.id].old, self.images[t.id].old)
 
     def image_of(self, img: Image, xn: Inst, prefix: str) -> tuple[Inst, Formula, list[str]]:
         """The old instance tau maps new instance ``xn`` to, the condition under which it does, and the

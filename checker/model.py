@@ -158,6 +158,15 @@ def textually_before(s: Stmt, t: Stmt) -> bool:
     return s.path < t.path
 
 
+def order_shape(s: Stmt, t: Stmt) -> Optional[tuple]:
+    """What the order between instances of ``s`` and ``t`` depends on: their shared loops (variables, order
+    classes, kinds) and their textual order; None when a shared loop runs threads (barriers matter too)."""
+    loops = s.loops[:common_depth(s, t)]
+    if any(lp.order == "threads" for lp in loops):
+        return None
+    return tuple((lp.var, lp.order, lp.node.kind) for lp in loops), textually_before(s, t)
+
+
 class Model:
     """The statements, buffers and problems of a loop-form program, with bound ``sizes``."""
 
@@ -186,14 +195,6 @@ class Model:
     @property
     def effectful(self) -> list[Stmt]:
         return [s for s in self.statements if s.effectful]
-
-    def loops(self) -> Iterator[LoopRec]:
-        seen: set[int] = set()
-        for s in self.statements:
-            for lp in s.loops:
-                if id(lp.node) not in seen:
-                    seen.add(id(lp.node))
-                    yield lp
 
     def env(self, at: Mapping[int, Term]) -> Env:
         return Env(at, self.sizes)

@@ -62,7 +62,8 @@ def happens_before(m: Model, x: Inst, y: Inst, fresh: Names) -> Formula:
     return disj(*parts)
 
 
-def unordered_levels(m: Model, x: Inst, y: Inst, fresh: Names, floor: int = 0) -> Iterator[tuple[int, Formula, Formula]]:
+def unordered_levels(m: Model, x: Inst, y: Inst, fresh: Names,
+                     floor: int = 0) -> Iterator[tuple[int, Formula, Formula]]:
     """For each concurrent loop ``k >= floor`` shared by ``x`` and ``y``: ``(k, pos, neg)`` where
     ``pos`` says the first difference is at ``k`` and ``neg`` that a barrier orders them."""
     s, t = x.stmt, y.stmt

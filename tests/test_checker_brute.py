@@ -26,9 +26,11 @@ from tilecert.checker import check_program, check_transform
 from tilecert.checker.brute import (Enumeration, Transform, brute_barrier_uniform, brute_bounds, brute_coverage,
                                     brute_dependence, brute_noninterference, brute_prefix_cut, brute_reduction_policy)
 from tilecert.checker.correspondence import correspond
+from tilecert.checker.forwarding import through_temporaries
 from tilecert.checker.model import Model
 
-from test_checker_programs import random_program, random_transform, run
+from test_checker_programs import (assign, decl, ld, loop, program, random_block_program, random_program,
+                                   random_transform, run, tensor)
 
 FULL = os.environ.get("TILECERT_FULL") == "1"
 BOUND = {"N": 3}
@@ -46,10 +48,16 @@ def program_agrees(p, sizes):
     return r
 
 
-@settings(max_examples=400 if FULL else 40, **SETTINGS)
+@settings(max_examples=400 if FULL else 80, **SETTINGS)
 @given(random_program())
 def test_program_verdicts_equal_brute_force_at_bound_sizes(p):
     program_agrees(p, BOUND)
+
+
+@settings(max_examples=400 if FULL else 60, **SETTINGS)
+@given(random_block_program())
+def test_barrier_phase_verdicts_equal_brute_force(p):
+    program_agrees(p, {"N": 2})
 
 
 @settings(max_examples=200 if FULL else 25, **SETTINGS)
@@ -71,7 +79,10 @@ def test_symbolic_program_verdicts_hold_at_every_small_size(p):
 def transform_agrees(p, new, tau, sizes):
     """Symbolic and brute-force transform verdicts agree; returns the report."""
     r = check_transform(p, new, tau, sizes, replay=False, final=False)
-    c = correspond(Model(p, sizes), Model(new, sizes), tau, 2000)
+    c = through_temporaries(correspond(Model(p, sizes), Model(new, sizes), tau, 2000), tau, 2000)
+    if isinstance(c, str):  # temporaries that cannot be read through
+        assert r.status("coverage") == "unknown"
+        return r
     t = Transform(c, sizes)
     coverage = brute_coverage(t)
     status = r.status("coverage")
@@ -89,7 +100,7 @@ def transform_agrees(p, new, tau, sizes):
     return r
 
 
-@settings(max_examples=300 if FULL else 40, **SETTINGS)
+@settings(max_examples=300 if FULL else 80, **SETTINGS)
 @given(st.data())
 def test_transform_verdicts_equal_brute_force_at_bound_sizes(data):
     p = data.draw(random_program())
@@ -97,7 +108,7 @@ def test_transform_verdicts_equal_brute_force_at_bound_sizes(data):
     transform_agrees(p, new, tau, BOUND)
 
 
-@settings(max_examples=300 if FULL else 30, **SETTINGS)
+@settings(max_examples=300 if FULL else 60, **SETTINGS)
 @given(st.data())
 def test_proved_transforms_preserve_the_interpreters_results(data):
     p = data.draw(random_program())
@@ -126,3 +137,70 @@ def test_symbolic_transform_verdicts_hold_at_every_small_size(data):
         for kind in ("coverage", "prefix_cut", "dependence"):
             if r.status(kind) == "proved" and bound.status("coverage") == "proved":
                 assert bound.status(kind) == "proved", (kind, n)
+
+
+# ----------------------------------------------------------------------------- containment and hardware limits
+BINDINGS = ("grid0", "grid1", "grid", "block0", "block1", "block2", "block", "warp", "lane", "vector", "core", None)
+ALLOWED = {("grid", "block"), ("grid", "warp"), ("grid", "lane"), ("grid", "vector"), ("block", "warp"),
+           ("block", "lane"), ("block", "vector"), ("warp", "lane"), ("warp", "vector"), ("lane", "vector"),
+           ("core", "vector")}  # the default target's containment order, written out
+
+
+@st.composite
+def bound_nest(draw):
+    depth = draw(st.integers(1, 4))
+    bindings = [draw(st.sampled_from(BINDINGS)) for _ in range(depth)]
+    extents = [draw(st.sampled_from([1, 2, 31, 32, 33, 64, 100, 1024, 1025, 70000, "N"])) for _ in range(depth)]
+    shared = draw(st.sampled_from([0, 1024, 12288, 12289]))  # i32 elements: 48 KiB is 12288 of them
+    body = [assign("A", (0,), ld("A", 0))]
+    for k in reversed(range(depth)):
+        inner = ([decl("sh", (shared,), "shared")] if k == 0 and shared else []) + body
+        body = [loop(k, f"l{k}", extents[k], *inner, kind="parallel", binding=bindings[k])]
+    return program("hw", ("N",), [tensor("A", (1,))], *body), bindings, extents, shared
+
+
+def _kind(b):
+    return b.rstrip("012") if b else None
+
+
+def expected_containment(bindings) -> bool:
+    bound = [b for b in bindings if _kind(b) in ("grid", "block", "warp", "lane", "vector", "core")]
+    for i, outer in enumerate(bound):
+        for inner in bound[i + 1:]:
+            if outer == inner and outer[-1].isdigit():  # one slot indexing two levels
+                return False
+            if _kind(outer) == _kind(inner):  # several levels of one scope
+                continue
+            if (_kind(outer), _kind(inner)) not in ALLOWED:
+                return False
+    return True
+
+
+def expected_limits(bindings, extents, shared, n) -> bool:
+    values = [n if e == "N" else e for e in extents]
+    grid, block = (2 ** 31 - 1, 65535, 65535), (1024, 1024, 64)
+    for b, e in zip(bindings, values):
+        slot = int(b[-1]) if b and b[-1].isdigit() else 0
+        if _kind(b) == "grid" and e > grid[slot] or _kind(b) == "block" and e > block[slot] or b == "lane" and e > 32:
+            return False
+    for depth in range(1, len(bindings) + 1):  # threads at every thread loop along the path
+        if _kind(bindings[depth - 1]) not in ("block", "warp", "lane"):
+            continue
+        threads = 1
+        for b, e in zip(bindings[:depth], values[:depth]):
+            if _kind(b) in ("block", "warp"):
+                threads *= e
+        if any(b in ("warp", "lane") for b in bindings[:depth]):
+            threads *= 32
+        if threads > 1024:
+            return False
+    return 4 * shared <= 48 * 1024
+
+
+@settings(max_examples=300 if FULL else 80, **SETTINGS)
+@given(bound_nest(), st.sampled_from([1, 40000]))
+def test_containment_and_hardware_limits_match_direct_evaluation(nest, n):
+    p, bindings, extents, shared = nest
+    r = check_program(p, {"N": n}, replay=False)
+    assert r.status("containment") == ("proved" if expected_containment(bindings) else "disproved")
+    assert r.status("hardware_limits") == ("proved" if expected_limits(bindings, extents, shared, n) else "disproved")

@@ -7,15 +7,13 @@ detail and is proved in every obligation.
 """
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 import examples
 import tilecert as tc
 from tilecert.checker import check_program, check_transform
 from tilecert.semantics.errors import TilecertError
-from tilecert.semantics.index import ibin
+from tilecert.semantics.index import IConst, ibin
 from tilecert.semantics.sched.base import Piece, Tau
 
 from test_checker_programs import (accum, add, assign, barrier, decl, guard, ld, lit, loop, lt, mul, plus, program,
@@ -83,25 +81,16 @@ def test_binding_a_reduction_over_distinct_cells_to_cores_is_proved():
 
 
 def test_ordered_reduction_updates_do_not_commute():
-    p = dataclasses.replace(reduction(False))
-    p = program("red", ("N",), [tensor("S", ("N",)), tensor("X", ("N",), written=False)],
-                loop(0, "r", "N", accum("S", (0,), ld("X", v(0)), policy="fold_left"), kind="reduce"))
-    rev = ibin("sub", ibin("sub", ix_n(), tc_const(1)), v(0))
-    new = program("red", ("N",), p.tensors,
-                  loop(0, "r", "N", accum("S", (0,), ld("X", rev), policy="fold_left"), kind="reduce"))
-    r = check_transform(p, new, Tau((Piece(((0, rev),)),)))
-    assert status(r, "dependence") == "disproved"
-    assert status(r, "coverage") == "proved"
+    # reversing a fold reorders its updates: legal for unordered_tree, not for fold_left
+    def folded(index, policy):
+        return program("red", ("N",), [tensor("S", ("N",)), tensor("X", ("N",), written=False)],
+                       loop(0, "r", "N", accum("S", (0,), ld("X", index), policy=policy), kind="reduce"))
 
-
-def ix_n():
-    from tilecert.semantics.index import ISize
-    return ISize("N")
-
-
-def tc_const(k):
-    from tilecert.semantics.index import IConst
-    return IConst(k)
+    rev = sub(sub("N", 1), v(0))
+    tau = Tau((Piece(((0, rev),)),))
+    r = check_transform(folded(v(0), "fold_left"), folded(rev, "fold_left"), tau)
+    assert status(r, "dependence") == "disproved" and status(r, "coverage") == "proved"
+    all_proved(check_transform(folded(v(0), "unordered_tree"), folded(rev, "unordered_tree"), tau))
 
 
 # ----------------------------------------------------------------------------- barriers
@@ -177,7 +166,8 @@ def test_fusing_two_thread_loops_needs_the_barrier():
 def triangle(read: tuple):
     # for i in [1, N): for j in [0, i): A[i, j] = A[read] + 1
     return program("tri", ("N",), [tensor("A", ("N", "N"))],
-                   loop(0, "i", sub("N", 1), loop(1, "j", v(0), assign("A", (v(0), v(1)), plus(ld("A", *read), lit(1)))),
+                   loop(0, "i", sub("N", 1),
+                        loop(1, "j", v(0), assign("A", (v(0), v(1)), plus(ld("A", *read), lit(1)))),
                         start=1))
 
 
@@ -263,7 +253,7 @@ def test_swapping_inner_loops_under_a_lt_direction_is_proved():
     all_proved(check_transform(p, t.program, t.tau))
 
 
-# ----------------------------------------------------------------------------- prefix cut: a flat bijection across an owner
+# ----------------------------------------------------------------------------- prefix cut: flattening across an owner
 def owner_nest(flat: bool):
     # for i in [0, 3) (parallel, owns t): for j in [0, 2): t[j] = X[i, j]; for j2 in [0, 2): Y[i, j2] = t[j2]
     tensors = [tensor("X", (3, 2), written=False), tensor("Y", (3, 2))]
@@ -273,8 +263,8 @@ def owner_nest(flat: bool):
                        loop(2, "j2", 2, assign("Y", (v(0), v(2)), ld("t", v(2)))), kind="parallel"))
     f1 = add(mul(3, v(10)), v(11))
     f2 = add(mul(3, v(10)), v(12))
-    i1, j1 = ibin("floordiv", f1, tc_const(2)), ibin("mod", f1, tc_const(2))
-    i2, j2 = ibin("floordiv", f2, tc_const(2)), ibin("mod", f2, tc_const(2))
+    i1, j1 = ibin("floordiv", f1, IConst(2)), ibin("mod", f1, IConst(2))
+    i2, j2 = ibin("floordiv", f2, IConst(2)), ibin("mod", f2, IConst(2))
     new = program("own", (), tensors, loop(10, "a", 2, decl("t", (2,)),
                   loop(11, "b", 3, assign("t", (j1,), ld("X", i1, j1))),
                   loop(12, "b2", 3, assign("Y", (i2, j2), ld("t", j2))), kind="parallel"))

@@ -11,6 +11,7 @@ the builders themselves against the interpreter.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -18,10 +19,11 @@ from hypothesis import strategies as st
 
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
-from tilecert.semantics.index import IConst, IExpr, ISize, IVar, ibin
+from tilecert.semantics.errors import TilecertError
+from tilecert.semantics.index import IConst, IExpr, ISize, IVar, evaluate, ibin
 from tilecert.semantics.loopinterp import interpret_loops
 from tilecert.semantics.sched import OPS
-from tilecert.semantics.sched.base import Piece, Tau, Transformed
+from tilecert.semantics.sched.base import Piece, Tau, Transformed, subst_node
 from tilecert.semantics.sched.simplify import simplify
 
 Ix = Union[int, str, IExpr]
@@ -107,7 +109,6 @@ def barrier(scope: str = "block") -> L.Barrier:
 def transform(p: ir.Program, op: str, *args: Any, sizes: Optional[dict[str, int]] = None, **kwargs: Any) -> Transformed:
     """Apply registered op ``op`` to ``p``, simplifying the result as ``Schedule.apply`` does."""
     fn = OPS[op]
-    import inspect
     if "bound_sizes" in inspect.signature(fn).parameters:
         kwargs["bound_sizes"] = dict(sizes or {})
     t = fn(p, *args, **kwargs)
@@ -130,7 +131,6 @@ def retyped(p: ir.Program, name: str, **changes: Any) -> ir.Program:
 
 def run(p: ir.Program, sizes: dict[str, int], seed: int = 0, order: str = "canonical") -> dict[str, np.ndarray]:
     """Interpret ``p`` on random integer inputs; the written tensors."""
-    from tilecert.semantics.index import evaluate
     rng = np.random.default_rng(seed)
     arrays = {t.name: rng.integers(-4, 5, size=tuple(int(evaluate(n, sizes, {})) for n in t.shape)).astype(np.int32)
               for t in p.tensors}
@@ -189,6 +189,36 @@ def random_program(draw: Any) -> ir.Program:
     return program("rand", ("N",), [tensor("A", shape), tensor("X", (add("N", 1),), written=False)], *body)
 
 
+@st.composite
+def random_block_program(draw: Any) -> ir.Program:
+    """A grid loop ``g`` over blocks, a shared buffer ``sh`` per block, a thread loop ``t`` (bound to
+    block0 or lane, 2 to 4 threads), maybe a serial loop ``k`` inside it, and a few statements:
+    stores to ``sh``, loads of ``sh`` into ``B``, barriers (some under guards that depend on the
+    thread, on the block or on ``k``)."""
+    threads = draw(st.integers(2, 4))
+    binding = draw(st.sampled_from(["block0", "lane"]))
+    serial = draw(st.booleans())
+    vars_ = [1, 2] if serial else [1]
+    body: list[Any] = []
+    for _ in range(draw(st.integers(2, 5))):
+        what = draw(st.sampled_from(["store", "load", "barrier", "guarded"]))
+        if what == "store":
+            body.append(assign("sh", (draw(affine(vars_, 0, 2)),), ld("A", v(0))))
+        elif what == "load":
+            body.append(assign("B", (v(0), v(1)), ld("sh", draw(affine(vars_, 0, 2)))))
+        else:
+            scope = draw(st.sampled_from(["block", "warp"]))
+            on = draw(st.sampled_from(vars_ + [0]))
+            stmt: Any = barrier(scope)
+            body.append(guard(lt(v(on), draw(st.integers(1, 3))), stmt) if what == "guarded" else stmt)
+    if serial:
+        body = [loop(2, "k", 2, *body)]
+    return program("blocks", ("N",), [tensor("A", ("N",), written=False), tensor("B", ("N", threads))],
+                   loop(0, "g", "N", decl("sh", (threads + 4,), "shared"),
+                        loop(1, "t", threads, *body, kind="parallel", binding=binding),
+                        kind="parallel", binding="grid0"))
+
+
 def _replace_stmt(block: ir.Block, old: Any, new: Any) -> ir.Block:
     ops = []
     for s in block.ops:
@@ -210,8 +240,6 @@ def random_transform(draw: Any, p: ir.Program) -> tuple[ir.Program, Tau, str]:
     unroll) where it applies, or a hand-made one that is often wrong (reverse a loop, change a
     loop's kind, shift one statement's index, move the local buffer's declaration one loop in).
     An op that refuses the program gives the identity."""
-    from tilecert.semantics.errors import TilecertError
-    from tilecert.semantics.sched.base import subst_node
     loops = list(L.loops(p.body))
     choice = draw(st.sampled_from(OP_CHOICES + HAND_CHOICES))
     banded = [lp for lp in loops if len(lp.body.ops) == 1 and isinstance(lp.body.ops[0], L.Loop)]
@@ -220,7 +248,8 @@ def random_transform(draw: Any, p: ir.Program) -> tuple[ir.Program, Tau, str]:
     decls = [s for s in ir.walk(p.body) if isinstance(s, L.Decl)]
     try:
         if choice == "split":
-            t = transform(p, "split", target.name, draw(st.integers(1, 3)), draw(st.sampled_from(["guard", "partition"])))
+            tail = draw(st.sampled_from(["guard", "partition"]))
+            t = transform(p, "split", target.name, draw(st.integers(1, 3)), tail)
         elif choice in ("swap", "fuse"):
             if inner is None:
                 return p, Tau(), "identity"

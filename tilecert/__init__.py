@@ -66,6 +66,14 @@ def run(k: Union[Kernel, ir.Program], *, order: str = "canonical", seed: int = 0
     return interpret(program, order=order, seed=seed, reduce_mode=reduce_mode, checked=checked, **kwargs)
 
 
+def __getattr__(name: str) -> Any:
+    """``tc.strategies`` (hypothesis strategies for programs and schedules) loads on first use."""
+    if name == "strategies":
+        import importlib
+        return importlib.import_module("tilecert.strategies")
+    raise AttributeError(f"module 'tilecert' has no attribute {name!r}")
+
+
 __all__ = [
     "kernel", "Kernel", "Tensor", "Program", "run", "capture", "expand", "schedule", "Schedule", "format_program", "dump", "load", "digest",
     "parallel", "serial", "pipeline", "reduction", "memory", "cdiv", "dims",

@@ -3,12 +3,13 @@
 Formula, for every pair of loops ``l_j`` around ``l_k`` (``j < k``) both bound to hardware
 scopes (grid, block, warp, lane, vector, core):
 
-    contains(bind(l_j), bind(l_k))   or   (both bind one slotted kind, grid or block, on
-                                           different slots)
+    contains(bind(l_j), bind(l_k))   or   (both bind the same scope and not the same slot)
 
-A loop bound to the very binding of a loop around it (one slot used twice, or two warp or
-lane levels) is refused, as is any pair the order does not relate (warp around block,
-core around lane). Decided on the loop tree (no solver); the witness is the two loops.
+Several levels may bind one scope (a 2-d thread region binds two loops to ``block``; the
+slots ``block0`` / ``block1`` name its dimensions, and ``hardware_limits`` bounds their
+product), but one slot cannot index two levels (``block0`` inside ``block0``), and a pair the
+order does not relate (warp around block, core around lane) is refused. Decided on the loop
+tree (no solver); the witness is the two loops.
 """
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from ..model import Model
 from ..target import HARDWARE_KINDS, Target
 from ..verdict import Verdict, Witness, disproved, proved
 
-FORMULA = "for bound loops l_j around l_k: contains(bind(l_j), bind(l_k)) in the target's order (or distinct slots)"
-SLOTTED = ("grid", "block")
+FORMULA = ("for bound loops l_j around l_k: contains(bind(l_j), bind(l_k)) in the target's order, or one scope "
+           "on distinct slots")
 
 
 def check(m: Model, target: Target) -> Verdict:
@@ -30,9 +31,9 @@ def check(m: Model, target: Target) -> Verdict:
             if lp.binding not in HARDWARE_KINDS:
                 continue
             outer = lp.node
-            if outer.binding == inner.binding:
-                why = f"{inner.binding} is used by both (a hardware index can bind one level of a nest)"
-            elif lp.binding == kind and kind in SLOTTED:
+            if outer.binding == inner.binding and inner.binding != kind:
+                why = f"slot {inner.binding} is used by both (a hardware index can bind one level of a nest)"
+            elif lp.binding == kind:
                 continue
             elif not target.contains(lp.binding, kind):
                 why = f"the target's containment order has no {lp.binding} > {kind}"

@@ -36,8 +36,8 @@ def check(c: Correspondence, timeout_ms: int) -> Verdict:
         return disproved(Witness(f"the transformed program is ill-formed: {c.new.problems[0]}"), "structure")
     if c.fresh:
         names = ", ".join(b.name for b in c.fresh)
-        return unknown(f"the transform introduces buffers with no counterpart ({names}); values forwarded through "
-                       "new temporaries are not modeled", "structure")
+        return unknown(f"the transform introduces buffers with no counterpart ({names}) that are not temporaries "
+                       "forwarding a value (check.py compares through those)", "structure")
     cases = []
     for s in c.unmatched:
         cases.append(Case(f"u{s.id}", domain(c.new, inst(s, "a")), about=("unmatched", inst(s, "a"))))
@@ -82,7 +82,8 @@ def check(c: Correspondence, timeout_ms: int) -> Verdict:
         if what == "twice":
             _, xn, yn, xo = case.about
             return Witness("two new instances perform one old instance", sizes,
-                           (instance_of(xn, point, "new"), instance_of(yn, point, "new"), instance_of(xo, point, "old")))
+                           (instance_of(xn, point, "new"), instance_of(yn, point, "new"),
+                            instance_of(xo, point, "old")))
         return Witness("this old instance is performed by no new instance", sizes,
                        (instance_of(case.about[1], point, "old"),))
 

@@ -18,11 +18,11 @@ between them.
 """
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from typing import Mapping
 
 from ..correspondence import Correspondence, Image
 from ..formula import conj
-from ..model import Access, Stmt, access_guard, common_depth, index_terms, inst, same_cell, textually_before
+from ..model import Access, access_guard, index_terms, inst, order_shape, same_cell
 from ..order import Names, happens_before
 from ..solve import Case, decide_closed, search
 from ..verdict import Verdict, Witness
@@ -38,20 +38,12 @@ def commute(a: Access, b: Access) -> bool:
 
 
 def same_order(img1: Image, img2: Image) -> bool:
-    """Both images keep their coordinates and the pair sits in the same order structure as before: the
-    same shared loops (variables and order classes, no threads loop: barriers may differ) and the same
-    textual order. ``HB_new`` of the images is then ``HB_old`` of the originals, term for term."""
+    """Both images keep their coordinates and the pair sits in the same order structure as before
+    (``model.order_shape``). ``HB_new`` of the images is then ``HB_old`` of the originals, term for term."""
     if not (img1.identity and img2.identity):
         return False
-    old = _shape(img1.old, img2.old)
-    return old is not None and old == _shape(img1.new, img2.new)
-
-
-def _shape(s: Stmt, t: Stmt) -> Optional[tuple]:
-    loops = s.loops[:common_depth(s, t)]
-    if any(lp.order == "threads" for lp in loops):
-        return None
-    return tuple((lp.var, lp.order) for lp in loops), textually_before(s, t)
+    old = order_shape(img1.old, img2.old)
+    return old is not None and old == order_shape(img1.new, img2.new)
 
 
 def check(c: Correspondence, timeout_ms: int) -> Verdict:

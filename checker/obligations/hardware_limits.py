@@ -6,8 +6,8 @@ loop runs, for every value of the symbolic sizes):
 - grid slot ``g`` (0, 1, 2): ``extent(l) <= T.max_grid[g]`` for each loop bound to it;
 - block slot ``b``: ``extent(l) <= T.max_block[b]``; lane loops: ``extent(l) <= T.warp_size``;
 - threads per block: along every path, ``prod extent(l) <= T.max_threads_per_block`` over
-  the loops bound to block / warp / lane (a warp level counts its iterations, a lane level
-  its lanes);
+  the loops bound to block and warp, times ``T.warp_size`` when warps or lanes are bound (a
+  warp runs ``T.warp_size`` threads whatever its lane loops cover);
 - shared memory: at every statement, the bytes of the shared buffers allocated around it
   (``itemsize * prod shape``) sum to at most ``T.max_shared_bytes``.
 
@@ -52,25 +52,36 @@ def _live_shared(m: Model, s: Stmt) -> list:
     return out
 
 
+def _threads(levels: list[tuple[str, Term]], target: Target) -> Term:
+    """Threads per block along a path of thread levels: the block extents times, when warps or lanes are
+    bound, ``warps * warp_size`` (the lanes of a warp are its ``warp_size`` threads)."""
+    out: Term = Const(1)
+    for kind, extent in levels:
+        if kind != "lane":
+            out = arith("mul", out, extent)
+    if any(kind in ("warp", "lane") for kind, _ in levels):
+        out = arith("mul", out, Const(target.warp_size))
+    return out
+
+
 def check(m: Model, target: Target, timeout_ms: int) -> Verdict:
     cases = []
     for h in m.headers:
         kind = h.node.binding and h.node.binding.rstrip("0123456789")
-        if kind not in ("grid", "block", "lane"):
+        if kind not in ("grid",) + THREADS:
             continue
         x = inst(h, "a")
         env = m.env(x.at)
         extent = term_of(h.node.extent, env)
-        limit = {"grid": lambda: target.max_grid[_slot(h.node.binding)],
-                 "block": lambda: target.max_block[_slot(h.node.binding)],
-                 "lane": lambda: target.warp_size}[kind]()
-        what = f"loop {h.node.name!r} bound to {h.node.binding} has extent {{}} > {limit}"
-        cases.append(Case(f"e{h.id}", conj(domain(m, x), cmp("lt", Const(limit), extent)), about=(x, extent, what)))
+        if kind != "warp":
+            limit = {"grid": lambda: target.max_grid[_slot(h.node.binding)],
+                     "block": lambda: target.max_block[_slot(h.node.binding)],
+                     "lane": lambda: target.warp_size}[kind]()
+            what = f"loop {h.node.name!r} bound to {h.node.binding} has extent {{}} > {limit}"
+            cases.append(Case(f"e{h.id}", conj(domain(m, x), cmp("lt", Const(limit), extent)), about=(x, extent, what)))
         if kind != "grid":
-            threads: Term = extent
-            for lp in h.loops:
-                if lp.binding in THREADS:
-                    threads = arith("mul", threads, term_of(lp.node.extent, env))
+            levels = [(lp.binding, term_of(lp.node.extent, env)) for lp in h.loops if lp.binding in THREADS]
+            threads = _threads(levels + [(kind, extent)], target)
             what = f"{{}} threads per block at loop {h.node.name!r} > {target.max_threads_per_block}"
             cases.append(Case(f"t{h.id}", conj(domain(m, x), cmp("lt", Const(target.max_threads_per_block), threads)),
                               about=(x, threads, what)))

@@ -106,5 +106,6 @@ def _pairwise(c: Correspondence, b: BufferRec, users: list, factor: bool = True)
             distinct = differ(n1, n2) if nb1 is nb2 else TRUE
             out.append(Case(f"pi{key}", conj(both, equal_all(old1, old2), distinct), about=("inject",) + about))
             if factor and nb1 is nb2:
-                out.append(Case(f"pf{key}", conj(both, equal_all(n1, n2), differ(old1, old2)), about=("factor",) + about))
+                out.append(Case(f"pf{key}", conj(both, equal_all(n1, n2), differ(old1, old2)),
+                                about=("factor",) + about))
     return out
