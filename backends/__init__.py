@@ -16,10 +16,12 @@ from tilecert.semantics.sched import Schedule
 
 from .c import CKernel, compile_c
 from .c import emit as emit_c
+from .cuda import CUDA_TARGETS, compile_cuda
+from .cuda import emit as emit_cuda
 from .differential import DiffReport, run_trials
 from .errors import BackendError, CompileError, SanitizerError, UnknownTarget
 
-TARGETS = ("c",)
+TARGETS = ("c",) + CUDA_TARGETS
 Compilable = Union[Schedule, Kernel, ir.Program]
 
 
@@ -44,15 +46,25 @@ def check_target(target: str) -> None:
 
 
 def emit(obj: Compilable, target: str = "c", **config: Any) -> str:
-    """The validated source of ``obj`` for ``target``."""
+    """The validated source of ``obj`` for ``target`` (``cuda`` and ``cuda-host`` share one source)."""
     check_target(target)
-    return emit_c(*resolve(obj, config))
+    return (emit_cuda if target in CUDA_TARGETS else emit_c)(*resolve(obj, config))
 
 
 def compile(obj: Compilable, target: str = "c", sanitize: bool = False, **config: Any) -> CKernel:  # noqa: A001
-    """``obj`` compiled for ``target``: a callable on numpy arrays (and sizes) returning the written tensors."""
+    """``obj`` compiled for ``target``: a callable on numpy arrays (and sizes) returning the written tensors.
+
+    ``sanitize``: for ``c`` AddressSanitizer and UndefinedBehaviorSanitizer; for ``cuda-host``
+    ThreadSanitizer and UndefinedBehaviorSanitizer (races between the threads of a block).
+    """
     check_target(target)
     program, sizes = resolve(obj, config)
+    return _build(program, sizes, target, sanitize)
+
+
+def _build(program: ir.Program, sizes: Mapping[str, int], target: str, sanitize: bool) -> CKernel:
+    if target in CUDA_TARGETS:
+        return compile_cuda(program, sizes, target, sanitize)
     return compile_c(program, sizes, sanitize=sanitize)
 
 
@@ -61,7 +73,7 @@ def differential(obj: Compilable, target: str = "c", trials: int = 10, seed: int
     """Run ``obj`` through the interpreter and the ``target`` backend on ``trials`` random inputs.
 
     Sizes the schedule binds are fixed; ``sizes`` fixes others; the rest are drawn per trial.
-    ``sanitize`` builds the backend with AddressSanitizer and UndefinedBehaviorSanitizer.
+    ``sanitize`` builds the backend with its sanitizers (see ``compile``).
     """
     check_target(target)
     program, bound = resolve(obj, config)
@@ -69,7 +81,7 @@ def differential(obj: Compilable, target: str = "c", trials: int = 10, seed: int
         if name not in program.sizes or bound.get(name, value) != value:
             raise InputError(f"size {name}={value} conflicts with the program (sizes {list(program.sizes)}, "
                              f"bound {bound})", program.loc, "give only sizes the schedule leaves symbolic")
-    kernel = compile_c(program, bound, sanitize=sanitize)
+    kernel = _build(program, bound, target, sanitize)
     label = target + (" (sanitized)" if sanitize else "")
     return run_trials(program, bound, kernel, program.name, label, trials, seed, sizes)
 

@@ -13,7 +13,8 @@ What the pass decides, statement by statement:
   the body per iteration with the loop variable replaced by its value (a loop whose extent
   is not a constant under the bound sizes stays a serial loop); ``block*`` / ``warp`` / ``lane`` loops run their participants one after the
   other, which agrees with lockstep execution for the non-interfering, barrier-free bodies
-  this lowering accepts;
+  this lowering accepts; with ``threads=True`` (a backend that runs the participants as
+  threads, CUDA) barriers inside them are kept and they count as ``threads`` loops for atomics;
 - buffers: each ``Decl`` becomes an ``Alloc`` (zero-initialised, alive to the end of the
   enclosing body, so private to every thread that runs it): on the stack when its shape is
   constant and small, else on the heap;
@@ -121,7 +122,7 @@ def _tighten(lo: IExpr, hi: IExpr, kind: str, value: IExpr) -> tuple[IExpr, IExp
 
 # ----------------------------------------------------------------------------- the pass
 class Lowerer:
-    def __init__(self, p: ir.Program, sizes: Mapping[str, int]) -> None:
+    def __init__(self, p: ir.Program, sizes: Mapping[str, int], threads: bool = False) -> None:
         self.p = ir.Program(p.name, p.sizes, p.tensors, bind_sizes_in(p.body, sizes), p.config, p.loc) \
             if sizes else p
         self.sizes = dict(sizes)
@@ -130,6 +131,7 @@ class Lowerer:
         self.order: list[int] = []  # enclosing scheduled loop variables, outermost first
         self.threads: list[tuple[str, set[str]]] = []  # enclosing threads loops: (kind, buffers allocated inside)
         self.in_thread_scope = False
+        self.participants_are_threads = threads
 
     def run(self) -> Lowered:
         if not L.is_loop_form(self.p.body):
@@ -158,7 +160,7 @@ class Lowerer:
         if isinstance(st, (L.Assign, L.Accum)):
             return [self.store(st)]
         if isinstance(st, L.Barrier):
-            if self.in_thread_scope:
+            if self.in_thread_scope and not self.participants_are_threads:
                 raise LoweringError(f"a {st.scope} barrier inside a bound thread loop", st.loc,
                                     "this lowering runs block/warp/lane participants one after the other; "
                                     "schedules with barriers need a backend that runs participants as threads")
@@ -184,7 +186,8 @@ class Lowerer:
         self.order.append(lp.var)
         saved_scope = self.in_thread_scope
         self.in_thread_scope = saved_scope or bclass in THREAD_SCOPES
-        if mode == "threads":
+        concurrent = mode == "threads" or (self.participants_are_threads and bclass in THREAD_SCOPES)
+        if concurrent:
             self.threads.append((lp.kind, set()))
         try:
             body = self.block(lp.body)
@@ -192,7 +195,7 @@ class Lowerer:
             self.order.pop()
             del self.origin[lp.var]
             self.in_thread_scope = saved_scope
-            if mode == "threads":
+            if concurrent:
                 self.threads.pop()
         lo, hi = lp.start, ibin("add", lp.start, lp.extent)
         hoisted: list[IExpr] = []
@@ -254,6 +257,7 @@ class Lowerer:
         return Store(sid, st.buf, st.index, st.value, st.op, origin, atomic, st.loc)
 
 
-def lower(p: ir.Program, sizes: Optional[Mapping[str, int]] = None) -> Lowered:
-    """The lowered loop program of scheduled loop-form program ``p`` with the given sizes bound."""
-    return Lowerer(p, dict(sizes or {})).run()
+def lower(p: ir.Program, sizes: Optional[Mapping[str, int]] = None, threads: bool = False) -> Lowered:
+    """The lowered loop program of scheduled loop-form program ``p`` with the given sizes bound
+    (``threads``: block / warp / lane participants will run as threads)."""
+    return Lowerer(p, dict(sizes or {}), threads).run()

@@ -12,21 +12,26 @@ from .emit import emit_c, standalone_main
 from .runner import CKernel
 
 
-def validated(program: ir.Program, sizes: Mapping[str, int]) -> tuple[Lowered, Validation]:
-    """The lowering of ``program`` and its validation; a disproved coverage verdict blocks everything."""
-    lp = lower(program, sizes)
+def validated(program: ir.Program, sizes: Mapping[str, int], threads: bool = False) -> tuple[Lowered, Validation]:
+    """The lowering of ``program`` (``lower``'s ``threads``) and its validation; a disproved coverage
+    verdict blocks everything."""
+    lp = lower(program, sizes, threads)
     validation = validate(program, lp, sizes)
     if any(v.status == "disproved" for v in validation.failures("coverage")):
         raise ValidationError(validation, f"lowering of {program.name}")
     return lp, validation
 
 
+def status(validation: Validation) -> str:
+    """What an emitted source's header says about its translation validation."""
+    return "all obligations proved" if validation.proved else \
+        f"{len(validation.failures())} obligations not proved for all sizes: validated per call for concrete sizes"
+
+
 def emit(program: ir.Program, sizes: Mapping[str, int]) -> str:
     """Validated C source for ``program`` with ``sizes`` compiled in."""
     lp, validation = validated(program, sizes)
-    status = "all obligations proved" if validation.proved else \
-        f"{len(validation.failures())} obligations not proved for all sizes: validated per call for concrete sizes"
-    return f"/* tilecert C backend: kernel {lp.name}; translation validation: {status} */\n" + emit_c(lp)
+    return f"/* tilecert C backend: kernel {lp.name}; translation validation: {status(validation)} */\n" + emit_c(lp)
 
 
 def compile_c(program: ir.Program, sizes: Mapping[str, int], sanitize: bool = False) -> CKernel:

@@ -62,16 +62,18 @@ def cache_key(digest: str, sizes: Iterable[tuple[str, int]], flags: Iterable[str
     return h.hexdigest()[:32]
 
 
-def build(source: str, key: str, flags: tuple[str, ...], shared: bool) -> Path:
-    """The binary for ``source`` (built once per key): a shared library, or an executable."""
+def build(source: str, key: str, flags: tuple[str, ...], shared: bool, command: str | None = None,
+          suffix: str = ".c") -> Path:
+    """The binary for ``source`` (built once per key): a shared library, or an executable.
+    ``command`` is the compiler (default: the C compiler); ``suffix`` names the cached source."""
     folder = cache_dir()
     out = folder / (f"{key}.so" if shared else f"{key}.exe")
     if out.exists():
         return out
-    src = folder / f"{key}.c"
+    src = folder / f"{key}{suffix}"
     if not src.exists():
         _atomic_write(src, source.encode())
-    cc = compiler()[0]
+    cc = command or compiler()[0]
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=key, suffix=".tmp")
     os.close(fd)
     cmd = [cc, *flags, *(("-fPIC", "-shared") if shared else ()), "-o", tmp, str(src), "-lm"]
@@ -79,12 +81,12 @@ def build(source: str, key: str, flags: tuple[str, ...], shared: bool) -> Path:
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         os.unlink(tmp)
-        raise CompileError(f"the C compiler took over {COMPILE_TIMEOUT_S} s on {src}",
+        raise CompileError(f"{cc} took over {COMPILE_TIMEOUT_S} s on {src}",
                            hint="reduce unrolling, or compile a smaller schedule") from None
     if res.returncode != 0:
         os.unlink(tmp)
         tail = "\n".join(res.stderr.splitlines()[-12:])
-        raise CompileError(f"the C compiler failed on {src}:\n{tail}",
+        raise CompileError(f"{cc} failed on {src}:\n{tail}",
                            hint="this is a tilecert bug; please report it with the source file")
     os.replace(tmp, out)
     return out

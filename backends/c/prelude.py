@@ -30,29 +30,35 @@ _HEAD = r"""#include <stdint.h>
 #define TC_ERR_DIV_ZERO %(div)d
 #define TC_ERR_NO_MEMORY %(mem)d
 
-static inline void tc_fail(int *err, int code) { __atomic_store_n(err, code, __ATOMIC_RELAXED); }
+%(fn)s void tc_fail(int *err, int code) {
+#ifdef __CUDA_ARCH__
+    atomicExch(err, code);
+#else
+    __atomic_store_n(err, code, __ATOMIC_RELAXED);
+#endif
+}
 
 /* index arithmetic: int64, floor semantics */
-static inline int64_t tc_min(int64_t a, int64_t b) { return a < b ? a : b; }
-static inline int64_t tc_max(int64_t a, int64_t b) { return a > b ? a : b; }
-static inline int64_t tc_floordiv(int64_t a, int64_t b, int *err) {
+%(fn)s int64_t tc_min(int64_t a, int64_t b) { return a < b ? a : b; }
+%(fn)s int64_t tc_max(int64_t a, int64_t b) { return a > b ? a : b; }
+%(fn)s int64_t tc_floordiv(int64_t a, int64_t b, int *err) {
     if (b == 0) { tc_fail(err, TC_ERR_DIV_ZERO); return 0; }
     if (b == -1) return (int64_t)(0u - (uint64_t)a);
     int64_t q = a / b;
     return (a %% b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
-static inline int64_t tc_mod(int64_t a, int64_t b, int *err) {
+%(fn)s int64_t tc_mod(int64_t a, int64_t b, int *err) {
     if (b == 0) { tc_fail(err, TC_ERR_DIV_ZERO); return 0; }
     if (b == -1) return 0;
     int64_t r = a %% b;
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 /* by a positive constant: no check needed */
-static inline int64_t tc_floordiv_c(int64_t a, int64_t b) { int64_t q = a / b; return (a %% b < 0) ? q - 1 : q; }
-static inline int64_t tc_mod_c(int64_t a, int64_t b) { int64_t r = a %% b; return r < 0 ? r + b : r; }
+%(fn)s int64_t tc_floordiv_c(int64_t a, int64_t b) { int64_t q = a / b; return (a %% b < 0) ? q - 1 : q; }
+%(fn)s int64_t tc_mod_c(int64_t a, int64_t b) { int64_t r = a %% b; return r < 0 ? r + b : r; }
 
 /* bf16: float storage, round to nearest even after every operation */
-static inline float tc_bf16(float x) {
+%(fn)s float tc_bf16(float x) {
     if (x != x) return x;
     uint32_t u; memcpy(&u, &x, 4);
     u += 0x7FFFu + ((u >> 16) & 1u);
@@ -60,7 +66,7 @@ static inline float tc_bf16(float x) {
     memcpy(&x, &u, 4);
     return x;
 }
-static inline float tc_f32_odd(double x) {
+%(fn)s float tc_f32_odd(double x) {
     float f = (float)x;
     double back = (double)f;
     if (back == x || x != x) return f;
@@ -70,10 +76,10 @@ static inline float tc_f32_odd(double x) {
     memcpy(&f, &u, 4);
     return f;
 }
-static inline float tc_bf16_from_f64(double x) { return tc_bf16(tc_f32_odd(x)); }
+%(fn)s float tc_bf16_from_f64(double x) { return tc_bf16(tc_f32_odd(x)); }
 
 /* float -> integer: truncate, NaN/inf -> 0, wrap modulo 2**64 (then to the width by the cast) */
-static inline int64_t tc_f2i(double x) {
+%(fn)s int64_t tc_f2i(double x) {
     if (x != x || isinf(x)) return 0;
     double t = trunc(x);
     if (fabs(t) < 9223372036854775808.0) return (int64_t)t;
@@ -84,31 +90,32 @@ static inline int64_t tc_f2i(double x) {
 }
 
 /* float max / min propagate NaN */
-static inline float tc_fmax_f(float a, float b) { return (a > b || a != a) ? a : b; }
-static inline float tc_fmin_f(float a, float b) { return (a < b || a != a) ? a : b; }
-static inline double tc_fmax_d(double a, double b) { return (a > b || a != a) ? a : b; }
-static inline double tc_fmin_d(double a, double b) { return (a < b || a != a) ? a : b; }
+%(fn)s float tc_fmax_f(float a, float b) { return (a > b || a != a) ? a : b; }
+%(fn)s float tc_fmin_f(float a, float b) { return (a < b || a != a) ? a : b; }
+%(fn)s double tc_fmax_d(double a, double b) { return (a > b || a != a) ? a : b; }
+%(fn)s double tc_fmin_d(double a, double b) { return (a < b || a != a) ? a : b; }
 """
 
 _INT_OPS = r"""
-static inline %(T)s tc_add_%(n)s(%(T)s a, %(T)s b) { return (%(T)s)((%(U)s)a + (%(U)s)b); }
-static inline %(T)s tc_sub_%(n)s(%(T)s a, %(T)s b) { return (%(T)s)((%(U)s)a - (%(U)s)b); }
-static inline %(T)s tc_mul_%(n)s(%(T)s a, %(T)s b) { return (%(T)s)((%(W)s)a * (%(W)s)b); }
-static inline %(T)s tc_neg_%(n)s(%(T)s a) { return (%(T)s)(0u - (%(U)s)a); }
-static inline %(T)s tc_abs_%(n)s(%(T)s a) { return a < 0 ? tc_neg_%(n)s(a) : a; }
-static inline %(T)s tc_min_%(n)s(%(T)s a, %(T)s b) { return a < b ? a : b; }
-static inline %(T)s tc_max_%(n)s(%(T)s a, %(T)s b) { return a > b ? a : b; }
-static inline %(T)s tc_floordiv_%(n)s(%(T)s a, %(T)s b, int *err) { return (%(T)s)tc_floordiv(a, b, err); }
-static inline %(T)s tc_mod_%(n)s(%(T)s a, %(T)s b, int *err) { return (%(T)s)tc_mod(a, b, err); }
+%(fn)s %(T)s tc_add_%(n)s(%(T)s a, %(T)s b) { return (%(T)s)((%(U)s)a + (%(U)s)b); }
+%(fn)s %(T)s tc_sub_%(n)s(%(T)s a, %(T)s b) { return (%(T)s)((%(U)s)a - (%(U)s)b); }
+%(fn)s %(T)s tc_mul_%(n)s(%(T)s a, %(T)s b) { return (%(T)s)((%(W)s)a * (%(W)s)b); }
+%(fn)s %(T)s tc_neg_%(n)s(%(T)s a) { return (%(T)s)(0u - (%(U)s)a); }
+%(fn)s %(T)s tc_abs_%(n)s(%(T)s a) { return a < 0 ? tc_neg_%(n)s(a) : a; }
+%(fn)s %(T)s tc_min_%(n)s(%(T)s a, %(T)s b) { return a < b ? a : b; }
+%(fn)s %(T)s tc_max_%(n)s(%(T)s a, %(T)s b) { return a > b ? a : b; }
+%(fn)s %(T)s tc_floordiv_%(n)s(%(T)s a, %(T)s b, int *err) { return (%(T)s)tc_floordiv(a, b, err); }
+%(fn)s %(T)s tc_mod_%(n)s(%(T)s a, %(T)s b, int *err) { return (%(T)s)tc_mod(a, b, err); }
 """
 
 # the unsigned type products are formed in: wide enough that the C promotion rules cannot overflow an int
 _WIDE = {"i8": "uint32_t", "i16": "uint32_t", "i32": "uint32_t", "i64": "uint64_t", "u8": "uint32_t"}
 
 
-def prelude() -> str:
-    """The helper text (deterministic: part of every emitted source)."""
-    parts = [_HEAD % {"div": ERR_DIV_ZERO, "mem": ERR_NO_MEMORY}]
+def prelude(qualifier: str = "static inline") -> str:
+    """The helper text (deterministic: part of every emitted source); ``qualifier`` declares each
+    helper (the CUDA backend makes them ``__host__ __device__``)."""
+    parts = [_HEAD % {"div": ERR_DIV_ZERO, "mem": ERR_NO_MEMORY, "fn": qualifier}]
     for name, (t, u) in INT_TYPES.items():
-        parts.append(_INT_OPS % {"T": t, "U": u, "W": _WIDE[name], "n": name})
+        parts.append(_INT_OPS % {"T": t, "U": u, "W": _WIDE[name], "n": name, "fn": qualifier})
     return "".join(parts)

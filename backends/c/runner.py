@@ -21,7 +21,7 @@ import os
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
@@ -167,22 +167,34 @@ class CKernel:
             raise ExecutionError(f"{message} in kernel {self.name}", self.program.loc, hint)
 
     def _run_sanitized(self, data: dict[str, np.ndarray], size_args: list[int]) -> int:
-        with tempfile.TemporaryDirectory(prefix="tilecert-") as tmp:
-            folder = Path(tmp)
-            np.asarray(size_args, np.int64).tofile(folder / "sizes")
-            for k, t in enumerate(self.lowered.tensors):
-                data[t.name].tofile(folder / f"t{k}")
-            env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=86",
-                       UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=87")
-            res = subprocess.run([str(self.binary), str(folder)], capture_output=True, text=True, env=env,
-                                 timeout=SANITIZER_TIMEOUT_S)
-            if res.returncode != 0 or "runtime error" in res.stderr or "Sanitizer" in res.stderr:
-                report = "\n".join(res.stderr.splitlines()[:40])
-                raise SanitizerError(f"sanitized kernel {self.name} failed (exit {res.returncode}):\n{report}",
-                                     self.program.loc, f"the source is {self.binary.with_suffix('.c')}")
-            for k, t in enumerate(self.lowered.tensors):
-                if t.written:
-                    data[t.name][...] = np.fromfile(folder / f"t{k}", dtype=data[t.name].dtype).reshape(
-                        data[t.name].shape)
-            return int(np.fromfile(folder / "err", dtype=np.int32)[0])
+        env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=86",
+                   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=87")
+        return run_executable(self.binary, self.lowered, data, size_args, env, SANITIZER_TIMEOUT_S,
+                              self._check_sanitized)
 
+    def _check_sanitized(self, res: subprocess.CompletedProcess) -> None:
+        if res.returncode != 0 or "runtime error" in res.stderr or "Sanitizer" in res.stderr:
+            report = "\n".join(res.stderr.splitlines()[:40])
+            raise SanitizerError(f"sanitized kernel {self.name} failed (exit {res.returncode}):\n{report}",
+                                 self.program.loc, f"the source is {self.binary.with_suffix('.c')}")
+
+
+def run_executable(binary: Path, lowered: Lowered, data: dict[str, np.ndarray], size_args: list[int],
+                   env: Mapping[str, str], timeout: float,
+                   check: Callable[[subprocess.CompletedProcess], None]) -> int:
+    """Run a ``standalone_main`` executable on ``data`` in a scratch folder. ``check`` sees the
+    completed process first (and raises to reject the run); then the written tensors are copied
+    back into ``data`` and the kernel's error flag is returned."""
+    with tempfile.TemporaryDirectory(prefix="tilecert-") as tmp:
+        folder = Path(tmp)
+        np.asarray(size_args, np.int64).tofile(folder / "sizes")
+        for k, t in enumerate(lowered.tensors):
+            data[t.name].tofile(folder / f"t{k}")
+        res = subprocess.run([str(binary), str(folder)], capture_output=True, text=True, env=dict(env),
+                             timeout=timeout)
+        check(res)
+        for k, t in enumerate(lowered.tensors):
+            if t.written:
+                data[t.name][...] = np.fromfile(folder / f"t{k}", dtype=data[t.name].dtype).reshape(
+                    data[t.name].shape)
+        return int(np.fromfile(folder / "err", dtype=np.int32)[0])

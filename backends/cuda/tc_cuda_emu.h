@@ -14,7 +14,8 @@
  *     timeout:    no thread arrived at or left a barrier for TC_EMU_BARRIER_TIMEOUT_MS
  *                 milliseconds (default 60000) while some thread never arrived.
  *   The launch then fails: cudaGetLastError() returns cudaErrorTcBarrier and
- *   cudaGetErrorString() the report; the remaining blocks are not run.
+ *   cudaGetErrorString() the report. No thread runs past a barrier its block did not pass
+ *   (it abandons the block), and the remaining blocks are not run.
  * - Device memory is host memory (cudaMemcpy is memcpy); atomics are std::atomic_ref.
  * - Launches are synchronous. Launch geometry is checked against the CUDA limits.
  */
@@ -66,6 +67,10 @@ inline thread_local dim3 blockDim, gridDim;
 namespace tc_emu {
 
 enum class Wait { running, block, warp, done };
+
+/* Thrown out of a barrier after a barrier failure: the thread abandons the block (so no thread
+ * runs past a barrier the block did not pass). */
+struct Abandon {};
 
 inline std::chrono::milliseconds timeout() {
     static const long ms = [] {
@@ -131,10 +136,10 @@ struct Team {
             for (auto &s : seen) known = known || s == key;
             if (known) continue;
             seen.push_back(key);
-            std::string what = key.first == Wait::block  ? "wait at __syncthreads() on line " + std::to_string(key.second)
-                               : key.first == Wait::warp ? "wait at __syncwarp() on line " + std::to_string(key.second)
+            std::string what = key.first == Wait::block  ? "waiting at __syncthreads() on line " + std::to_string(key.second)
+                               : key.first == Wait::warp ? "waiting at __syncwarp() on line " + std::to_string(key.second)
                                : key.first == Wait::done ? "exited the kernel without reaching it"
-                                                         : "are still running (never arrived)";
+                                                         : "still running, never arrived";
             out += group(lo, hi, [&](unsigned j) { return state[j] == key.first && (!waits || line[j] == key.second); },
                          what);
         }
@@ -148,14 +153,8 @@ struct Team {
         slots[k].cv.notify_one();
     }
 
-    /* Record the report and let every waiting thread go (they return from their barriers). */
-    void fail(const std::string &kind, unsigned lo, unsigned hi) {
-        report = kind + " in block (" + std::to_string(blockIdx.x) + "," + std::to_string(blockIdx.y) + "," +
-                 std::to_string(blockIdx.z) + ")" + describe(lo, hi);
-        failed = true;
-        for (unsigned k = 0; k < n; ++k)
-            if (state[k] == Wait::block || state[k] == Wait::warp) wake(k);
-    }
+    /* Record the report and let every other waiting thread go (they return from their barriers). */
+    void fail(const std::string &kind, unsigned lo, unsigned hi);
 
     bool same_line(unsigned lo, unsigned hi, Wait kind) const {
         int first = -1;
@@ -209,8 +208,9 @@ struct Team {
             fail("barrier deadlock", 0, n);
     }
 
-    /* Wait until woken (true: stop running blocks). A barrier wait (``timed``) that sees no progress
-     * since ``seen`` for a whole timeout reports the barrier as never reached. */
+    /* Wait until woken (true: stop: abandon the barrier, or run no more blocks). A barrier wait
+     * (``timed``) that sees no progress since ``seen`` for a whole timeout reports the barrier as
+     * never reached. */
     bool await(unsigned k, bool timed, unsigned long seen = 0) {
         std::unique_lock<std::mutex> lk(slots[k].m);
         while (!slots[k].go) {
@@ -220,13 +220,19 @@ struct Team {
             }
             if (slots[k].cv.wait_for(lk, timeout()) == std::cv_status::no_timeout || slots[k].go) continue;
             lk.unlock();
+            bool gave_up;
             {
                 std::lock_guard<std::mutex> team_lock(m);
                 if (!failed && progress == seen)
                     fail("barrier timeout (no progress for " + std::to_string(timeout().count()) + " ms)", 0, n);
                 seen = progress;
+                gave_up = failed;
             }
             lk.lock();
+            if (gave_up) {
+                slots[k].go = false;
+                return true;
+            }
         }
         slots[k].go = false;
         return slots[k].stop;
@@ -256,20 +262,29 @@ struct Team {
 inline thread_local Team *team = nullptr;
 inline thread_local unsigned tid = 0;
 
+inline void Team::fail(const std::string &kind, unsigned lo, unsigned hi) {
+    report = kind + " in block (" + std::to_string(blockIdx.x) + "," + std::to_string(blockIdx.y) + "," +
+             std::to_string(blockIdx.z) + ")" + describe(lo, hi);
+    failed = true;
+    for (unsigned k = 0; k < n; ++k)
+        if (k != tid && (state[k] == Wait::block || state[k] == Wait::warp)) wake(k, true);
+}
+
 inline void sync(Wait kind, int line) {
     Team &t = *team;
     bool passed = false;
     unsigned long seen;
     {
         std::lock_guard<std::mutex> lk(t.m);
-        if (t.failed) return;
+        if (t.failed) throw Abandon{};
         t.state[tid] = kind;
         t.line[tid] = line;
         seen = ++t.progress;
         t.settle(tid, passed);
-        if (passed || t.failed) return;
+        if (passed) return;
+        if (t.failed) throw Abandon{};
     }
-    t.await(tid, true, seen);
+    if (t.await(tid, true, seen)) throw Abandon{};
 }
 
 inline cudaError_t &last_error() {
@@ -309,7 +324,10 @@ template <class Body> void launch(dim3 grid, dim3 block, Body body) {
             for (unsigned y = 0; y < grid.y; ++y)
                 for (unsigned x = 0; x < grid.x; ++x) {
                     blockIdx = uint3{x, y, z};
-                    body();
+                    try {
+                        body();
+                    } catch (const Abandon &) {
+                    }
                     if (!t.finish(k)) return;
                 }
     };

@@ -1,0 +1,418 @@
+"""Lowered loop program -> CUDA C++ source: ``__global__`` kernels and a host launcher.
+
+The launcher is ``void tc_kernel(<host tensor pointers>, <sizes>, int *err)``, the signature
+of the C backend's function: it copies the tensors to the device, runs the host code of
+``plan`` (its loops, guards, device allocations and launches, each launch checked and
+synchronized), copies the written tensors back and merges the device's error flag into
+``*err``. A failed CUDA call prints ``tilecert: CUDA error <code>: <text>`` on stderr and
+sets ``*err`` to ``ERR_CUDA + code``; a launch geometry beyond the CUDA limits sets
+``ERR_GEOMETRY``.
+
+Each kernel takes the device tensors, the device allocations in scope, every size, the
+host loop variables in scope and the device error flag. Inside it, grid loops read
+``blockIdx``, thread loops ``threadIdx`` (``plan.Launch``), shared allocations are
+``__shared__`` arrays, private ones local arrays, block / warp barriers are
+``__syncthreads()`` / ``__syncwarp()``, and updates the lowering marks atomic are
+compare-and-swap loops. Element and index arithmetic are the C backend's (its ``Emitter``
+and helper prelude, made ``__host__ __device__``), so results are bit-identical to it where
+the order of operations is. ``f16`` has no device type here (``CudaUnsupported``).
+
+The source compiles with nvcc, and with g++ against the host emulation header
+(``tc_cuda_emu.h``, which defines ``TC_CUDA_EMULATION`` and ``TC_LAUNCH``).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from tilecert.backends.c.emit import C_TYPES, Emitter, binary, clean, comment
+from tilecert.backends.c.prelude import prelude
+from tilecert.lowering.program import Alloc, For, Guard, Lowered, Node, Seq, Store, Sync, walk
+from tilecert.semantics import loopir as L
+from tilecert.semantics.dtypes import dtype_of
+from tilecert.semantics.index import IConst, IExpr
+
+from .errors import CudaUnsupported
+from .plan import (LANES, HostAlloc, HostGuard, HostItem, HostLoop, HostSeq, Launch, Level, Path, plan,
+                   thread_dim)
+
+ERR_CUDA = 1 << 20  # + the cudaError_t code
+ERR_GEOMETRY = 3
+SHARED_LIMIT = 48 * 1024  # bytes of static shared memory per block
+RAW = {"block0": "(int64_t)threadIdx.x", "block1": "(int64_t)threadIdx.y", "block2": "(int64_t)threadIdx.z",
+       "lane": "((int64_t)threadIdx.x & 31)", "warp": "((int64_t)threadIdx.x >> 5)"}
+COUNT = {"block0": "(int64_t)blockDim.x", "block1": "(int64_t)blockDim.y", "block2": "(int64_t)blockDim.z",
+         "lane": str(LANES), "warp": "((int64_t)blockDim.x >> 5)"}
+GRID = {"grid0": "x", "grid1": "y", "grid2": "z"}
+BARRIER = {"block": "__syncthreads();", "warp": "__syncwarp();"}
+
+_HEAD = r"""#ifndef TC_CUDA_EMULATION
+#include <cuda_runtime.h>
+#define TC_LAUNCH(kernel, grid, block, ...) kernel<<<grid, block>>>(__VA_ARGS__)
+#endif
+#include <stdio.h>
+"""
+
+_RUNTIME = r"""
+#define TC_ERR_CUDA %(cuda)d
+#define TC_ERR_GEOMETRY %(geometry)d
+
+/* a read-modify-write of one cell, atomic by compare-and-swap on its 4 or 8 bytes */
+template <int N> struct tc_word;
+template <> struct tc_word<4> { typedef unsigned int type; };
+template <> struct tc_word<8> { typedef unsigned long long type; };
+template <typename T, typename F> __device__ inline void tc_atomic_update(T *p, F update) {
+    typedef typename tc_word<sizeof(T)>::type W;
+    W seen, prev = 0;
+    do {
+        seen = prev;
+        T cur, next;
+        memcpy(&cur, &seen, sizeof(T));
+        next = update(cur);
+        W word;
+        memcpy(&word, &next, sizeof(T));
+        prev = atomicCAS((W *)p, seen, word);
+    } while (prev != seen);
+}
+
+struct tc_device_buffer {
+    void *p = nullptr;
+    ~tc_device_buffer() { if (p) cudaFree(p); }
+};
+static bool tc_ok(cudaError_t e, int *err) {
+    if (e == cudaSuccess) return true;
+    fprintf(stderr, "tilecert: CUDA error %%d: %%s\n", (int)e, cudaGetErrorString(e));
+    if (*err == 0) *err = TC_ERR_CUDA + (int)e;
+    return false;
+}
+/* a zeroed device buffer of `bytes` bytes */
+static bool tc_alloc(tc_device_buffer &b, int64_t bytes, int *err) {
+    size_t n = bytes > 0 ? (size_t)bytes : 1;
+    return tc_ok(cudaMalloc(&b.p, n), err) && tc_ok(cudaMemset(b.p, 0, n), err);
+}
+/* 1: launch; 0: an empty grid, nothing to run; -1: beyond the CUDA limits (reported) */
+static int tc_geometry(int64_t gx, int64_t gy, int64_t gz, int64_t bx, int64_t by, int64_t bz, int *err) {
+    if (gx <= 0 || gy <= 0 || gz <= 0) return 0;
+    if (gx > 2147483647 || gy > 65535 || gz > 65535 || bx > 1024 || by > 1024 || bz > 64 || bx * by * bz > 1024) {
+        fprintf(stderr, "tilecert: launch geometry grid (%%lld, %%lld, %%lld) block (%%lld, %%lld, %%lld) exceeds "
+                "the CUDA limits\n", (long long)gx, (long long)gy, (long long)gz, (long long)bx, (long long)by,
+                (long long)bz);
+        if (*err == 0) *err = TC_ERR_GEOMETRY;
+        return -1;
+    }
+    return 1;
+}
+/* round bf16 inputs in place, as the interpreter stores them */
+static inline void tc_round_bf16(float *x, int64_t n) { for (int64_t k = 0; k < n; ++k) x[k] = tc_bf16(x[k]); }
+"""
+
+
+class CudaEmitter(Emitter):
+    """The C backend's expression emitter, with CUDA statements, kernels and a launcher."""
+
+    def __init__(self, lp: Lowered) -> None:
+        super().__init__(lp)
+        self.items = plan(lp)[0]
+        self.kernels: list[str] = []
+        self.host_allocs: list[str] = []  # the device allocations in scope, by buffer name
+        self.launch: Optional[Launch] = None
+
+    # ------------------------------------------------------------------ kernel statements
+    def nodes(self, nodes: tuple[Node, ...], depth: int, path: Path, level: Level, acts: tuple[str, ...]) -> None:
+        assert self.launch is not None
+        phases = self.launch.plan
+        for k, node in enumerate(nodes):
+            p = path + (k,)
+            if p in phases.before:
+                self.emit(BARRIER[phases.before[p]] + "  " + comment("placed: orders the phases before and after"),
+                          depth)
+            if isinstance(node, Sync):
+                self.emit(BARRIER[node.scope] + "  " + comment(f"{node.scope} barrier"), depth)
+            elif isinstance(node, Store):
+                self.guarded(list(acts) + ([] if level.rep else self.representative(level)), depth,
+                             lambda d, st=node: self.update(st, d))
+            elif isinstance(node, Alloc):
+                self.alloc(node, depth, p, level)
+            elif thread_dim(node) is not None:
+                self.thread_loop(node, depth, p, level, acts)
+            else:
+                self.control(node, depth, p, level, acts)
+
+    def representative(self, level: Level) -> list[str]:
+        """Conditions that select the one thread with coordinate 0 in every unbound dimension."""
+        assert self.launch is not None
+        return [f"{RAW[d]} == 0" for d in self.launch.dims if d not in level.bound]
+
+    def guarded(self, conds: list[str], depth: int, body) -> None:
+        if conds:
+            self.emit(f"if ({' && '.join(conds)}) {{", depth)
+            body(depth + 1)
+            self.emit("}", depth)
+        else:
+            body(depth)
+
+    def control(self, node, depth: int, p: Path, level: Level, acts: tuple[str, ...]) -> None:
+        """A serial loop, a guard or an unrolled copy: in a representative region, under the shadow
+        flags, or as it stands."""
+        assert self.launch is not None
+        phases = self.launch.plan
+        conds: list[str] = []
+        inner_level = phases.enter(node, level)
+        if p in phases.rep and not level.rep:
+            conds = list(acts) + self.representative(level)
+            inner_level = Level(inner_level.bound, inner_level.varying, inner_level.divergent, True)
+            acts = ()
+        elif p not in phases.synced and acts:
+            conds, acts = list(acts), ()
+
+        def body(d: int) -> None:
+            if isinstance(node, Seq):
+                self.emit("{ " + comment(node.label), d)
+                self.nodes(node.body, d + 1, p, inner_level, acts)
+                self.emit("}", d)
+                return
+            if isinstance(node, Guard):
+                self.emit(f"if ({self.index(node.cond)}) {{", d)
+                self.nodes(node.body, d + 1, p, inner_level, acts)
+                self.emit("}", d)
+                return
+            v = f"i{node.var}"
+            note = f"{node.name}: {node.kind}" + (f" bound to {node.binding} (runs serially)" if node.binding else "")
+            self.emit(f"for (int64_t {v} = {self.index(node.lo)}; {v} < {self.index(node.hi)}; ++{v}) {{  "
+                      + comment(note), d)
+            self.nodes(node.body, d + 1, p, inner_level, acts)
+            if p in phases.back_edge:
+                self.emit(BARRIER[phases.back_edge[p]] + "  " + comment("placed: orders iterations"), d + 1)
+            self.emit("}", d)
+
+        self.guarded(conds, depth, body)
+
+    def thread_loop(self, node: For, depth: int, p: Path, level: Level, acts: tuple[str, ...]) -> None:
+        assert self.launch is not None
+        dim = thread_dim(node)
+        v = node.var
+        raw = RAW[dim]
+        checks = [] if node.lo == IConst(0) else [f"{self.index(node.lo)} <= r{v}"]
+        if node.hi != self.launch.extents.get(dim, IConst(LANES)):
+            checks.append(f"r{v} < {self.index(node.hi)}")
+        inner = self.launch.plan.enter(node, level)
+        self.emit("{  " + comment(f"{node.name}: {node.kind} bound to {dim}"), depth)
+        self.emit(f"const int64_t r{v} = {raw};", depth + 1)
+        if node.body and p in self.launch.plan.synced:  # every thread runs it: shadows follow the first iteration
+            if checks:
+                self.emit(f"const bool a{v} = {' && '.join(checks)};", depth + 1)
+                self.emit(f"const int64_t i{v} = a{v} ? r{v} : {self.index(node.lo)};", depth + 1)
+                acts = acts + (f"a{v}",)
+            else:
+                self.emit(f"const int64_t i{v} = r{v};", depth + 1)
+            self.nodes(node.body, depth + 1, p, inner, acts)
+        else:
+            self.emit(f"const int64_t i{v} = r{v};", depth + 1)
+            self.guarded(list(acts) + checks, depth + 1,
+                         lambda d: self.nodes(node.body, d, p, inner, ()))
+        self.emit("}", depth)
+
+    def alloc(self, node: Alloc, depth: int, p: Path, level: Level) -> None:
+        assert self.launch is not None
+        size = self.constant_size(node)
+        self.declare(node)
+        name, ctype = self.names[node.buf], C_TYPES[node.dtype]
+        bound = self.launch.plan.shared.get(p)
+        if bound is None:
+            self.emit(f"{ctype} {name}[{size}] = {{}};  " + comment(f"{node.scope} {node.buf} (thread-private)"), depth)
+            return
+        copies, offset = 1, "0"
+        for d in self.launch.dims:
+            if d in bound:
+                n = self.launch.extent(d)
+                if n is None:
+                    raise CudaUnsupported(f"shared buffer {node.buf} has one copy per {d} coordinate, but the launch "
+                                          f"extent of {d} depends on the sizes", "bind the sizes in tc.schedule(...)")
+                offset = f"({offset} * {n} + {RAW[d]})" if offset != "0" else RAW[d]
+                copies *= n
+        self.shared_bytes += copies * size * dtype_of(node.dtype).itemsize
+        note = f"{node.scope} {node.buf}"
+        if copies == 1:
+            self.emit(f"__shared__ {ctype} {name}[{size}];  " + comment(note), depth)
+        else:
+            self.emit(f"__shared__ {ctype} {name}_s[{copies * size}];  " + comment(f"{note} ({copies} copies)"), depth)
+            self.emit(f"{ctype} *const {name} = {name}_s + {offset} * {size};", depth)
+        lin, count = "0", "1"
+        for d in self.launch.dims:
+            if d not in bound:
+                lin = RAW[d] if lin == "0" else f"({lin} + {count} * {RAW[d]})"
+                count = COUNT[d] if count == "1" else f"({count} * {COUNT[d]})"
+        self.emit(f"for (int64_t z = {lin}; z < {size}; z += {count}) {name}[z] = 0;  " + comment("zeroed together"),
+                  depth)
+
+    def constant_size(self, node: Alloc) -> int:
+        if not all(isinstance(s, IConst) for s in node.shape):
+            raise CudaUnsupported(f"buffer {node.buf} in a kernel has shape {[str(s) for s in node.shape]}, not constant",
+                                  "bind the sizes it depends on in tc.schedule(...), or use smaller tiles")
+        return max(math.prod(s.value for s in node.shape), 1)
+
+    def update(self, st: Store, depth: int) -> None:
+        if not st.atomic:
+            self.store(st, depth)
+            return
+        dt = self.dtypes[st.buf]
+        if dtype_of(dt).itemsize not in (4, 8):
+            raise CudaUnsupported(f"atomic update of {dt} buffer {st.buf}: CUDA compare-and-swap needs 4 or 8 bytes",
+                                  "accumulate in i32 / f32 (or wider) and cast afterwards")
+        ctype = C_TYPES[dt]
+        self.emit(comment(f"S{st.sid} at line {st.loc.line} (atomic)"), depth)
+        self.emit(f"{{ const {ctype} tc_v = {self.expr(st.value)}; tc_atomic_update(&{self.ref(st.buf, st.index)}, "
+                  f"[&]({ctype} tc_c) {{ return ({ctype}){binary(st.accum, 'tc_c', 'tc_v', dt)}; }}); }}", depth)
+
+    # ------------------------------------------------------------------ kernels
+    def kernel(self, k: Launch) -> str:
+        self.launch = k
+        self.shared_bytes = 0
+        scope = (dict(self.names), dict(self.dtypes), dict(self.shapes))  # a kernel's buffers end with it
+        saved, self.lines = self.lines, []
+        depth = 1
+        for node in k.chain:
+            if isinstance(node, Guard):
+                self.emit(f"if ({self.index(node.cond)}) {{", depth)
+            else:
+                v = f"i{node.var}"
+                self.emit(f"const int64_t {v} = (int64_t)blockIdx.{GRID[node.binding]};  "
+                          + comment(f"{node.name}: {node.kind} bound to {node.binding}"), depth)
+                checks = [] if node.lo == IConst(0) else [f"{self.index(node.lo)} <= {v}"]
+                if node.hi != k.grid[node.binding]:
+                    checks.append(f"{v} < {self.index(node.hi)}")
+                self.emit(f"if ({' && '.join(checks)}) {{" if checks else "{", depth)
+            depth += 1
+        self.nodes(k.inner, depth, k.inner_path, Level(frozenset()), ())
+        for depth in range(len(k.chain), 0, -1):
+            self.emit("}", depth)
+        body, self.lines = self.lines, saved
+        self.names, self.dtypes, self.shapes = scope
+        if self.shared_bytes > SHARED_LIMIT:
+            raise CudaUnsupported(f"kernel {k.index} of {self.lp.name} needs {self.shared_bytes} bytes of shared memory "
+                                  f"(the static limit is {SHARED_LIMIT})", "use smaller tiles")
+        return "\n".join([f"extern \"C\" __global__ void {self.kernel_name(k)}({', '.join(self.kernel_params(k))})", "{"]
+                         + body
+                         + ["}", ""])
+
+    def kernel_name(self, k: Launch) -> str:
+        return f"tc_k{k.index}_{clean(self.lp.name)}"
+
+    def kernel_params(self, k: Launch) -> list[str]:
+        params = []
+        for t in self.lp.tensors:
+            const = "" if t.written else "const "
+            params.append(f"{const}{C_TYPES[t.dtype]} *__restrict__ {self.names[t.name]}")
+        params += [f"{C_TYPES[self.dtypes[b]]} *{self.names[b]}" for b in self.host_allocs]
+        params += [f"int64_t {self.sizes[s]}" for s in self.lp.sizes]
+        params += [f"int64_t i{v}" for v in k.host_vars]
+        return params + ["int *err"]
+
+    # ------------------------------------------------------------------ host code
+    def host(self, items: tuple[HostItem, ...], depth: int) -> None:
+        declared = len(self.host_allocs)
+        for item in items:
+            if isinstance(item, Launch):
+                self.kernels.append(self.kernel(item))
+                self.launch_call(item, depth)
+            elif isinstance(item, HostAlloc):
+                node = item.node
+                self.declare(node)
+                name, ctype = self.names[node.buf], C_TYPES[node.dtype]
+                count = " * ".join(f"tc_max({self.index(s)}, 0)" for s in node.shape) or "1"
+                self.emit(f"tc_device_buffer {name}_d;  " + comment(f"{node.scope} {node.buf} (device memory)"), depth)
+                self.emit(f"if (!tc_alloc({name}_d, {count} * (int64_t)sizeof({ctype}), err)) return 1;", depth)
+                self.emit(f"{ctype} *const {name} = ({ctype} *){name}_d.p;", depth)
+                self.host_allocs.append(node.buf)
+            elif isinstance(item, HostLoop):
+                f = item.node
+                self.emit(f"for (int64_t i{f.var} = {self.index(f.lo)}; i{f.var} < {self.index(f.hi)}; ++i{f.var}) "
+                          "{  " + comment(f"{f.name}: {f.kind}, host loop"), depth)
+                self.host(item.body, depth + 1)
+                self.emit("}", depth)
+            elif isinstance(item, HostGuard):
+                self.emit(f"if ({self.index(item.node.cond)}) {{", depth)
+                self.host(item.body, depth + 1)
+                self.emit("}", depth)
+            elif isinstance(item, HostSeq):
+                self.emit("{ " + comment(item.node.label), depth)
+                self.host(item.body, depth + 1)
+                self.emit("}", depth)
+        del self.host_allocs[declared:]
+
+    def launch_call(self, k: Launch, depth: int) -> None:
+        grid, block = ([self.index(e) for e in dims] for dims in k.launch_dims())
+        args = [self.names[t.name] for t in self.lp.tensors] + [self.names[b] for b in self.host_allocs]
+        args += [self.sizes[s] for s in self.lp.sizes]
+        args += [f"i{v}" for v in k.host_vars] + ["tc_derr"]
+        self.emit("{  " + comment(f"launch {k.index}"), depth)
+        self.emit(f"const int64_t g[3] = {{{', '.join(grid)}}}, b[3] = {{{', '.join(block)}}};", depth + 1)
+        self.emit("const int go = tc_geometry(g[0], g[1], g[2], b[0], b[1], b[2], err);", depth + 1)
+        self.emit("if (go < 0) return 1;", depth + 1)
+        self.emit("if (go > 0) {", depth + 1)
+        self.emit(f"TC_LAUNCH({self.kernel_name(k)}, dim3((unsigned)g[0], (unsigned)g[1], (unsigned)g[2]), "
+                  f"dim3((unsigned)b[0], (unsigned)b[1], (unsigned)b[2]), {', '.join(args)});", depth + 2)
+        self.emit("if (!tc_ok(cudaGetLastError(), err) || !tc_ok(cudaDeviceSynchronize(), err)) return 1;", depth + 2)
+        self.emit("}", depth + 1)
+        self.emit("}", depth)
+
+    def source(self, note: str) -> str:
+        unsupported = [t.name for t in self.lp.tensors if t.dtype == "f16"] + \
+            [n.buf for n in walk(self.lp.body) if isinstance(n, Alloc) and n.dtype == "f16"]
+        if unsupported or any(_has_f16(n) for n in walk(self.lp.body)):
+            raise CudaUnsupported(f"kernel {self.lp.name} uses f16 ({', '.join(unsupported) or 'in an expression'}), "
+                                  "which has no device type in this backend", "use bf16 or f32")
+        self.emit("tc_device_buffer tc_err_d;", 2)
+        self.emit("if (!tc_alloc(tc_err_d, (int64_t)sizeof(int), err)) return 1;", 2)
+        self.emit("int *const tc_derr = (int *)tc_err_d.p;", 2)
+        for t in self.lp.tensors:
+            name, ctype = self.names[t.name], C_TYPES[t.dtype]
+            self.emit(f"tc_device_buffer {name}_d;", 2)
+            self.emit(f"const int64_t {name}_n = {self.count(t.shape)} * (int64_t)sizeof({ctype});", 2)
+            self.emit(f"if (!tc_alloc({name}_d, {name}_n, err)) return 1;", 2)
+            self.emit(f"{ctype} *const {name} = ({ctype} *){name}_d.p;", 2)
+            self.emit(f"if (!tc_ok(cudaMemcpy({name}, h_{name}, (size_t){name}_n, cudaMemcpyHostToDevice), err)) "
+                      "return 1;", 2)
+        self.host(self.items, 2)
+        for t in self.lp.tensors:
+            if t.written:
+                name = self.names[t.name]
+                self.emit(f"if (!tc_ok(cudaMemcpy(h_{name}, {name}, (size_t){name}_n, cudaMemcpyDeviceToHost), err)) "
+                          "return 1;", 2)
+        self.emit("int device_err = 0;", 2)
+        self.emit("if (!tc_ok(cudaMemcpy(&device_err, tc_derr, sizeof(int), cudaMemcpyDeviceToHost), err)) return 1;",
+                  2)
+        self.emit("if (*err == 0) *err = device_err;", 2)
+        self.emit("return 0;", 2)
+        params = []
+        for t in self.lp.tensors:
+            const = "" if t.written else "const "
+            params.append(f"{const}{C_TYPES[t.dtype]} *h_{self.names[t.name]}")
+        params += [f"int64_t {self.sizes[s]}" for s in self.lp.sizes] + ["int *err"]
+        launcher = [comment(f"host launcher of {self.lp.name}"), f"void tc_kernel({', '.join(params)})", "{"]
+        launcher += [f"    (void){self.sizes[s]};" for s in self.lp.sizes]
+        launcher += ["    *err = 0;", "    auto run = [&]() -> int {"] + self.lines + ["    };", "    run();", "}", ""]
+        head = [comment(f"tilecert CUDA backend: kernel {self.lp.name}; translation validation: {note}"),
+                _HEAD, prelude("static __host__ __device__ inline"),
+                _RUNTIME % {"cuda": ERR_CUDA, "geometry": ERR_GEOMETRY}]
+        return "\n".join(head + self.kernels + launcher)
+
+    def count(self, shape: tuple[IExpr, ...]) -> str:
+        return " * ".join(f"tc_max({self.index(s)}, 0)" for s in shape) or "1"
+
+
+def _has_f16(node: Node) -> bool:
+    if not isinstance(node, Store):
+        return False
+
+    def walk_expr(e: L.SExpr) -> bool:
+        if e.dtype == "f16":
+            return True
+        return any(walk_expr(c) for c in (getattr(e, f, None) for f in ("x", "a", "b", "cond")) if c is not None)
+
+    return walk_expr(node.value)
+
+
+def emit_cuda(lp: Lowered, note: str) -> str:
+    """The CUDA source of lowered program ``lp`` (``note``: the translation validation's status)."""
+    return CudaEmitter(lp).source(note)
