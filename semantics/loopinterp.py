@@ -38,6 +38,7 @@ _UN = {"neg": np.negative, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh"
        "not": np.logical_not}
 _ACC = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
 THREAD_SCOPES = ("block", "warp", "lane")
+PARTICIPANTS = {"block": ("block", "warp", "lane"), "warp": ("lane",)}
 
 
 class LoopInterpreter:
@@ -176,17 +177,29 @@ class LoopInterpreter:
         self.mask = saved
 
     def st_Barrier(self, st: L.Barrier) -> None:
+        """Every scope instance is reached by all its participants or by none.
+
+        The participants of a block barrier are the block's threads (the block, warp and lane
+        axes); those of a warp barrier are one warp's lanes (a warp axis indexes instances).
+        """
+        members = PARTICIPANTS.get(st.scope, PARTICIPANTS["block"])
+        axes = tuple(a for a, lp in enumerate(self.batch_loops) if L.binding_kind(lp.binding) in members)
+        if not axes:
+            return
         active = self.full_mask()
-        for axis, loop in enumerate(self.batch_loops):
-            if L.binding_kind(loop.binding) not in THREAD_SCOPES:
-                continue
-            reached = active.any(axis=tuple(a for a in range(self.depth) if a != axis)) if self.depth > 1 else active
-            if reached.any() and not reached.all():
-                who = np.nonzero(reached)[0].tolist()
-                missing = np.nonzero(~reached)[0].tolist()
-                raise ExecutionError(
-                    f"{st.scope} barrier reached by {loop.name} = {who[:8]} but not by {missing[:8]}", st.loc,
-                    "a barrier must be reached by all participants of its scope or by none; move it out of the guard")
+        every, some = active.all(axis=axes), active.any(axis=axes)
+        split = some & ~every
+        if not split.any():
+            return
+        instance = tuple(np.argwhere(split)[0]) if split.ndim else ()
+        others = [a for a in range(self.depth) if a not in axes]
+        at = active[tuple(np.s_[:] if a in axes else instance[others.index(a)] for a in range(self.depth))]
+        names = [self.batch_loops[a].name for a in axes]
+        who = [tuple(int(c) for c in x) for x in np.argwhere(at)][:8]
+        missing = [tuple(int(c) for c in x) for x in np.argwhere(~at)][:8]
+        raise ExecutionError(
+            f"{st.scope} barrier reached by participants ({', '.join(names)}) = {who} but not by {missing}", st.loc,
+            "a barrier must be reached by all participants of its scope or by none; move it out of the guard")
 
     def batchable(self, st: L.Loop) -> bool:
         if st.var in self._batchable:
