@@ -186,14 +186,16 @@ def _trial(program: ir.Program, run_backend, arrays: dict[str, np.ndarray], size
            seed: int) -> Trial:
     interp_err = backend_err = None
     expected = got = None
+    dims = {str(d) for t in program.tensors for d in t.shape}
+    loose = {s: n for s, n in sizes.items() if s not in dims}  # sizes no tensor shape carries
     try:
-        data, bound = prepare_inputs(program, {k: v.copy() for k, v in arrays.items()})
+        data, bound = prepare_inputs(program, {**{k: v.copy() for k, v in arrays.items()}, **loose})
         interpret_loops(program, bound, data, checked=True)
         expected = {name: data[name] for name in program.outputs}
     except ExecutionError as exc:
         interp_err = exc
     try:
-        got = run_backend(**{k: v.copy() for k, v in arrays.items()})
+        got = run_backend(**{k: v.copy() for k, v in arrays.items()}, **loose)
     except ExecutionError as exc:
         backend_err = exc
     if interp_err is not None and backend_err is not None:

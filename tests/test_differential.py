@@ -159,3 +159,14 @@ def test_cli_emit_diff_and_fuzz(tmp_path, capsys):
     assert main(["diff", gemm_file, "--target", "opencl"]) == 2
     assert main(["fuzz", "--cases", "2", "--out", str(tmp_path / "f")]) == 0
     assert "[2/2]" in capsys.readouterr().out
+
+
+def test_sizes_that_no_tensor_carries_are_drawn_and_passed_to_both_sides():
+    from test_checker_programs import accum, lit, loop, program, tensor, v
+
+    # A[i] += 1 for i < N, repeated S times: S is a size parameter that no tensor shape carries
+    p = program("repeat", ("N", "S"), [tensor("A", ("N",))],
+                loop(0, "s", "S", loop(1, "i", "N", accum("A", (v(1),), lit(1)), kind="parallel")))
+    report = tc.differential(p, target="c", trials=3, seed=1)
+    assert report.matched, str(report)
+    assert all("S" in t.sizes for t in report.trials)

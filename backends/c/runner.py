@@ -190,8 +190,12 @@ def run_executable(binary: Path, lowered: Lowered, data: dict[str, np.ndarray], 
         np.asarray(size_args, np.int64).tofile(folder / "sizes")
         for k, t in enumerate(lowered.tensors):
             data[t.name].tofile(folder / f"t{k}")
-        res = subprocess.run([str(binary), str(folder)], capture_output=True, text=True, env=dict(env),
-                             timeout=timeout)
+        try:
+            res = subprocess.run([str(binary), str(folder)], capture_output=True, text=True, env=dict(env),
+                                 timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ExecutionError(f"the compiled kernel did not finish within {timeout} s", hint=(
+                "a sanitized build is slow: raise the timeout, or look for a loop that does not terminate")) from None
         check(res)
         for k, t in enumerate(lowered.tensors):
             if t.written:
