@@ -26,6 +26,10 @@ from . import (all_regions as _all_regions, conv2d as _conv2d, elementwise as _e
                rmsnorm as _rmsnorm, rowreduce as _rowreduce, softmax as _softmax, stencil as _stencil,
                transpose as _transpose)
 
+# modules of worked schedules (not kernels): gemm_gpu.py schedules the GEMM for a GPU shape
+SCHEDULE_MODULES = {"gemm_gpu"}
+
+
 class Example(NamedTuple):
     kernel: Any
     make_inputs: Callable[..., dict[str, Any]]
