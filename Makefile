@@ -26,6 +26,9 @@ proofs: $(STAMP)
 
 bench: $(STAMP)
 	$(VPY) benchmarks/interp.py
+	$(VPY) benchmarks/checker.py
+	$(VPY) benchmarks/gemm_c.py
+	$(VPY) benchmarks/gemm_cuda.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
