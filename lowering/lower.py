@@ -31,7 +31,7 @@ from typing import Mapping, Optional
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
 from tilecert.semantics.dtypes import dtype_of
-from tilecert.semantics.index import IBin, IConst, IExpr, INot, ISize, IVar, free_vars, ibin
+from tilecert.semantics.index import IBin, IConst, IExpr, INot, ISize, IVar, free_vars, ibin, linear
 from tilecert.semantics.sched.base import map_node, subst_node
 from tilecert.semantics.sched.simplify import conjuncts
 
@@ -61,28 +61,6 @@ def bind_sizes_in(node, sizes: Mapping[str, int]):
 
 
 # ----------------------------------------------------------------------------- guard placement
-def linear(e: IExpr, var: int) -> Optional[tuple[int, IExpr]]:
-    """``e`` as ``coef * v + rest`` with ``rest`` free of loop variable ``v``; None if not linear in ``v``."""
-    if (var, 0) not in free_vars(e):
-        return 0, e
-    if isinstance(e, IVar):
-        return 1, IConst(0)
-    if isinstance(e, IBin) and e.op in ("add", "sub"):
-        a, b = linear(e.a, var), linear(e.b, var)
-        if a is None or b is None:
-            return None
-        sign = 1 if e.op == "add" else -1
-        return a[0] + sign * b[0], ibin(e.op, a[1], b[1])
-    if isinstance(e, IBin) and e.op == "mul":
-        for k, other in ((e.a, e.b), (e.b, e.a)):
-            if isinstance(k, IConst):
-                inner = linear(other, var)
-                if inner is None:
-                    return None
-                return k.value * inner[0], ibin("mul", k, inner[1])
-    return None
-
-
 def _neg(e: IExpr) -> IExpr:
     if isinstance(e, IBin) and e.op == "sub":
         return ibin("sub", e.b, e.a)

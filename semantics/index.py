@@ -8,7 +8,7 @@ which is what the polyhedral checker needs. Constructors fold constants.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Union
+from typing import Mapping, Optional, Union
 
 import numpy as np
 
@@ -82,7 +82,7 @@ BIN_OPS = ARITH_OPS + CMP_OPS
 
 IntLike = Union[int, np.integer, np.ndarray]
 
-_PY = {
+INDEX_OPS = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
     "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b,
     "min": np.minimum, "max": np.maximum,
@@ -97,7 +97,7 @@ def ibin(op: str, a: IExpr, b: IExpr) -> IExpr:
     if isinstance(a, IConst) and isinstance(b, IConst):
         if op in ("floordiv", "mod") and b.value == 0:
             return IBin(op, a, b)
-        value = _PY[op](a.value, b.value)
+        value = INDEX_OPS[op](a.value, b.value)
         return IConst(int(value))
     if op == "add":
         if a == IConst(0):
@@ -140,7 +140,7 @@ def evaluate(e: IExpr, sizes: Mapping[str, int], coords: Mapping[tuple[int, int]
         b = evaluate(e.b, sizes, coords)
         if e.op in ("floordiv", "mod") and np.any(np.asarray(b) == 0):
             raise ExecutionError(f"index expression {e} divides by zero", hint="check the sizes and tile factors")
-        return _PY[e.op](a, b)
+        return INDEX_OPS[e.op](a, b)
     if isinstance(e, INot):
         return np.logical_not(evaluate(e.a, sizes, coords))
     raise TypeError(f"not an index expression: {e!r}")
@@ -166,3 +166,23 @@ def size_names(e: IExpr) -> frozenset[str]:
     if isinstance(e, INot):
         return size_names(e.a)
     return frozenset()
+
+
+def linear(e: IExpr, var: int) -> Optional[tuple[int, IExpr]]:
+    """``(k, rest)`` with ``e = k*i + rest`` and ``rest`` free of ``i`` (None if ``e`` is not linear in ``i``)."""
+    if (var, 0) not in free_vars(e):
+        return 0, e
+    if isinstance(e, IVar):
+        return 1, IConst(0)
+    if isinstance(e, IBin) and e.op in ("add", "sub"):
+        a, b = linear(e.a, var), linear(e.b, var)
+        if a is None or b is None:
+            return None
+        sign = 1 if e.op == "add" else -1
+        return a[0] + sign * b[0], ibin(e.op, a[1], b[1])
+    if isinstance(e, IBin) and e.op == "mul":
+        for c, x in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(c, IConst):
+                inner = linear(x, var)
+                return None if inner is None else (c.value * inner[0], ibin("mul", c, inner[1]))
+    return None

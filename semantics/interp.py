@@ -33,9 +33,10 @@ from numpy.lib.stride_tricks import as_strided
 from . import ir
 from .dtypes import DType, dtype_of, store_as
 from .errors import ExecutionError, InputError, Loc, NoninterferenceError, TilecertError
-from .index import IBin, IConst, IExpr, INot, ISize, IVar, free_vars
+from .index import INDEX_OPS, IBin, IConst, IExpr, INot, ISize, IVar, free_vars
 from .reduction import combine
 from .typing_rules import align_axes
+from .ufuncs import BINARY, MERGE, UNARY
 
 ORDERS = ("canonical", "reverse", "shuffle")
 REDUCE_MODES = ("canonical", "adversarial")
@@ -43,23 +44,6 @@ REDUCE_MODES = ("canonical", "adversarial")
 # A batched region whose values would exceed this many elements runs in chunks.
 BATCH_BUDGET = 1 << 23
 
-_BIN = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide, "floordiv": np.floor_divide,
-    "mod": np.mod, "min": np.minimum, "max": np.maximum, "lt": np.less, "le": np.less_equal, "gt": np.greater,
-    "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal, "and": np.logical_and, "or": np.logical_or,
-}
-_UN = {"neg": np.negative, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "abs": np.abs,
-       "not": np.logical_not}
-_MERGE = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum, "and": np.logical_and,
-          "or": np.logical_or}
-_IDX = {
-    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-    "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b,
-    "min": np.minimum, "max": np.maximum,
-    "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
-    "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
-    "and": np.logical_and, "or": np.logical_or,
-}
 _NOHOLD = (ir.ViewStore, ir.MemStore, ir.Alloc, ir.Parallel)  # ops that keep a loop from batching
 
 
@@ -226,7 +210,7 @@ class Interpreter:
                 return v, (lambda: v)
             return None, (lambda: np.logical_not(fa()))
         if isinstance(e, IBin):
-            f = _IDX[e.op]
+            f = INDEX_OPS[e.op]
             ca, fa = self._cx(e.a)
             cb, fb = self._cx(e.b)
             if e.op in ("floordiv", "mod") and (cb is None or not np.all(np.asarray(cb) != 0)):
@@ -386,12 +370,12 @@ class Interpreter:
 
     def _c_Unary(self, op: ir.Unary) -> Callable[[], None]:
         dt = dtype_of(op.out.type.dtype)
-        env, oid, get, x, rank, fn = self.env, op.out.id, self.get, op.x, op.out.type.rank, _UN[op.fn]
+        env, oid, get, x, rank, fn = self.env, op.out.id, self.get, op.x, op.out.type.rank, UNARY[op.fn]
         return lambda: env.__setitem__(oid, store_as(dt, fn(get(x, rank))))
 
     def _c_Binary(self, op: ir.Binary) -> Callable[[], None]:
         dt = dtype_of(op.out.type.dtype)
-        env, oid, fn = self.env, op.out.id, _BIN[op.fn]
+        env, oid, fn = self.env, op.out.id, BINARY[op.fn]
         ra = self._aligner(op.a, op.out.type)
         rb = self._aligner(op.b, op.out.type)
         if op.fn in ("floordiv", "mod"):
@@ -435,7 +419,7 @@ class Interpreter:
             merge = self._custom_merge(op.fn, dt)
             ufunc = None
         else:
-            ufunc = _MERGE[op.combiner]
+            ufunc = MERGE[op.combiner]
             merge = self._ufunc_merge(ufunc, dt)
         use_ufunc = ufunc if dt.name != "bf16" else None
         # every order gives the same bits: integer arithmetic (it wraps), and min / max
@@ -1035,7 +1019,7 @@ class Interpreter:
                 self._pop(1)
             for j, (v, spec) in enumerate(zip(args, fold.carries)):
                 if spec is not None:
-                    ufunc = np.subtract if spec[2] == "sub" else _MERGE[spec[2]]
+                    ufunc = np.subtract if spec[2] == "sub" else MERGE[spec[2]]
                     moved = np.moveaxis(contribs[j], d, 0)  # a loop-invariant contribution has extent 1 here
                     accs[j] = _fold_in_order(accs[j], np.broadcast_to(moved, (size,) + moved.shape[1:]), ufunc,
                                              spec[3], dtype_of(v.type.dtype))
@@ -1088,7 +1072,7 @@ class Interpreter:
             dt = dtype_of(v.type.dtype)
             items = items_of[j]
             seed = inits[j]
-            ufunc = _MERGE["add" if m == "sub" else m]
+            ufunc = MERGE["add" if m == "sub" else m]
             merge = self._ufunc_merge(ufunc, dt)
             seed_b = np.broadcast_to(seed, np.broadcast_shapes(seed.shape, items.shape[1:]))
             items = np.broadcast_to(items, (items.shape[0],) + seed_b.shape)

@@ -28,15 +28,8 @@ from .conflicts import Recorder
 from .dtypes import dtype_of, store_as
 from .errors import ExecutionError, Loc
 from .index import IExpr, evaluate, free_vars
+from .ufuncs import BINARY, MERGE, UNARY
 
-_BIN = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide, "floordiv": np.floor_divide,
-    "mod": np.mod, "min": np.minimum, "max": np.maximum, "lt": np.less, "le": np.less_equal, "gt": np.greater,
-    "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal, "and": np.logical_and, "or": np.logical_or,
-}
-_UN = {"neg": np.negative, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "abs": np.abs,
-       "not": np.logical_not}
-_ACC = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
 THREAD_SCOPES = ("block", "warp", "lane")
 PARTICIPANTS = {"block": ("block", "warp", "lane"), "warp": ("lane",)}
 
@@ -131,9 +124,9 @@ class LoopInterpreter:
         if dt.name == "bf16":  # round after every update, in order
             for k in range(len(sel[0]) if sel else 1):
                 cell = tuple(s[k] for s in sel)
-                arr[cell] = store_as(dt, _ACC[st.op](arr[cell], val[active][k]))
+                arr[cell] = store_as(dt, MERGE[st.op](arr[cell], val[active][k]))
             return
-        _ACC[st.op].at(arr, sel, val[active].astype(arr.dtype, copy=False))
+        MERGE[st.op].at(arr, sel, val[active].astype(arr.dtype, copy=False))
 
     def note(self, buf: str, arr, parts, active, is_write: bool, loc: Loc) -> None:
         if self.recorder is not None and self.decl_scope.get(buf, 0) < len(self.recorder.scopes):
@@ -154,12 +147,12 @@ class LoopInterpreter:
         if isinstance(e, L.Cvt):
             return store_as(dtype_of(e.dtype), self.expr(e.x, active, loc))
         if isinstance(e, L.Un):
-            return store_as(dtype_of(e.dtype), _UN[e.fn](self.expr(e.x, active, loc)))
+            return store_as(dtype_of(e.dtype), UNARY[e.fn](self.expr(e.x, active, loc)))
         if isinstance(e, L.Bin):
             a, b = self.expr(e.a, active, loc), self.expr(e.b, active, loc)
             if e.fn in ("floordiv", "mod") and np.any(np.broadcast_to(b, active.shape)[active] == 0):
                 raise ExecutionError(f"integer {e.fn} by zero", loc, "guard the divisor")
-            return store_as(dtype_of(e.dtype), _BIN[e.fn](a, b))
+            return store_as(dtype_of(e.dtype), BINARY[e.fn](a, b))
         if isinstance(e, L.Sel):
             c = np.broadcast_to(self.expr(e.cond, active, loc), active.shape)
             a = self.expr(e.a, active & c, loc)

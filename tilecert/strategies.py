@@ -434,7 +434,7 @@ def kernels(draw: Callable[[st.SearchStrategy[Any]], Any], max_size: int = 9) ->
 _CHOICES: dict[str, tuple[str, ...]] = {
     "binding": L.BINDING_KINDS, "kind": L.LOOP_KINDS, "policy": ir.POLICIES, "scope": ("global", "shared", "local"),
 }
-_BUFFER_PARAMS = ("buffer", "buf", "tensor")
+_BUFFER_PARAMS = ("buffer", "buf", "tensor", "target")
 
 
 def _loop_chains(p: ir.Program) -> list[list[str]]:

@@ -76,9 +76,9 @@ class CudaKernel(CKernel):
         self.stderr = res.stderr
         if f"tilecert: CUDA error {BARRIER_CODE}:" in res.stderr:
             return  # the barrier failure is the cause; what threads did after it is reported with it
-        if self.tsan and ("ThreadSanitizer" in res.stderr or "runtime error" in res.stderr):
+        if self.tsan and "ThreadSanitizer" in res.stderr:
             report = "\n".join(res.stderr.splitlines()[:60])
-            kind = "a data race" if "data race" in res.stderr else "undefined behaviour"
+            kind = "a data race" if "data race" in res.stderr else "a thread error"
             raise SanitizerError(f"the sanitized {self.target} build of {self.name} reports {kind}:\n{report}",
                                  self.program.loc, f"the source is {self.binary.with_suffix('.cu')}")
         if res.returncode != 0:

@@ -11,6 +11,7 @@ from .expand_zero import expand_zero
 from .pad import pad
 from .partition import partition
 from .unroll import unroll
+from .privatize import privatize
 
 register("split", split)
 register("fuse", fuse)
@@ -26,5 +27,6 @@ register("unroll", unroll)
 register("partition", partition)
 register("pad", pad)
 register("expand_zero", expand_zero)
+register("privatize", privatize)
 
 __all__ = ["OPS", "Schedule", "register"]

@@ -400,6 +400,21 @@ def buffer_names(p: ir.Program) -> set[str]:
     return {t.name for t in p.tensors} | {st.buf.name for st in ir.walk(p.body) if isinstance(st, L.Decl)}
 
 
+def buffer_type(p: ir.Program, name: str, op: str) -> tuple[str, tuple[IExpr, ...]]:
+    """The dtype and shape of buffer ``name``: a tensor of ``p`` or a buffer its body declares."""
+    types = {(t.dtype, t.shape) for t in p.tensors if t.name == name}
+    types |= {(st.buf.dtype, st.buf.shape) for st in ir.walk(p.body) if isinstance(st, L.Decl) and st.buf.name == name}
+    if not types:
+        raise ScheduleError(f"{op}: no buffer named {name!r}",
+                            hint=f"buffers are: {', '.join(sorted(buffer_names(p)))}")
+    if len(types) > 1:
+        shapes = {shape for _, shape in types}
+        what = "shapes" if len(shapes) > 1 else "dtypes"
+        raise ScheduleError(f"{op}: {name!r} is declared with {len(types)} different {what}",
+                            hint="name one buffer of one dtype and shape")
+    return types.pop()
+
+
 def fresh_buffer(base: str, taken: set[str]) -> str:
     """A buffer name built from ``base`` that is not in ``taken``; it is added to ``taken``."""
     name, k = base, 1

@@ -30,20 +30,8 @@ from typing import Any, Optional
 from .. import ir
 from .. import loopir as L
 from ..index import IConst, IExpr, IVar, ibin
-from .base import (Obligation, Piece, ScheduleError, Tau, Transformed, fresh_name, fresh_var, proves, replace_loop,
-                   with_body)
-
-
-def _shape(p: ir.Program, buf: Any) -> tuple[IExpr, ...]:
-    shapes = {t.shape for t in p.tensors if t.name == buf}
-    shapes |= {st.buf.shape for st in ir.walk(p.body) if isinstance(st, L.Decl) and st.buf.name == buf}
-    if not shapes:
-        names = sorted({t.name for t in p.tensors} | {st.buf.name for st in ir.walk(p.body) if isinstance(st, L.Decl)})
-        raise ScheduleError(f"expand_zero: no buffer named {buf!r}", hint=f"buffers are: {', '.join(names)}")
-    if len(shapes) > 1:
-        raise ScheduleError(f"expand_zero: {buf!r} is declared with {len(shapes)} different shapes",
-                            hint="name one buffer of one shape")
-    return shapes.pop()
+from .base import (Obligation, Piece, ScheduleError, Tau, Transformed, buffer_type, fresh_name, fresh_var, proves,
+                   replace_loop, with_body)
 
 
 def _is_zero(value: L.SExpr) -> bool:
@@ -70,7 +58,7 @@ def _zeroing(p: ir.Program, st: Any, buf: str, shape: tuple[IExpr, ...],
 
 
 def expand_zero(p: ir.Program, buffer: str, *, bound_sizes: Optional[dict[str, int]] = None) -> Transformed:
-    shape = _shape(p, buffer)
+    shape = buffer_type(p, buffer, "expand_zero")[1]
     if not shape:
         raise ScheduleError(f"expand_zero: {buffer!r} is a scalar (rank 0); its zeroing is one statement with no "
                             "loop to schedule", hint="expand the zeroing of a buffer with at least one axis")

@@ -41,7 +41,7 @@ import islpy as isl
 from .. import ir
 from .. import loopir as L
 from ..affine import Context, to_isl, var_name
-from ..index import IBin, IConst, IExpr, INot, IVar, free_vars, ibin
+from ..index import IBin, IConst, IExpr, INot, IVar, ibin, linear
 from .base import (Copier, Obligation, ScheduleError, Tau, Transformed, const_value, context_at, hardware_bound,
                    replace_loop, the_loop, with_body)
 
@@ -128,26 +128,6 @@ def _negative_forms(cond: IExpr) -> Iterator[IExpr]:
         yield from forms.get(cond.op, [])
 
 
-def _linear(e: IExpr, var: int) -> Optional[tuple[int, IExpr]]:
-    """``(k, rest)`` with ``e = k*i + rest`` and ``rest`` free of ``i`` (None if ``e`` is not linear in ``i``)."""
-    if (var, 0) not in free_vars(e):
-        return 0, e
-    if isinstance(e, IVar):
-        return 1, IConst(0)
-    if isinstance(e, IBin) and e.op in ("add", "sub"):
-        a, b = _linear(e.a, var), _linear(e.b, var)
-        if a is None or b is None:
-            return None
-        sign = 1 if e.op == "add" else -1
-        return a[0] + sign * b[0], ibin(e.op, a[1], b[1])
-    if isinstance(e, IBin) and e.op == "mul":
-        for c, x in ((e.a, e.b), (e.b, e.a)):
-            if isinstance(c, IConst):
-                inner = _linear(x, var)
-                return None if inner is None else (c.value * inner[0], ibin("mul", c, inner[1]))
-    return None
-
-
 def _range(ctx: Context, e: IExpr) -> Optional[tuple[int, int]]:
     """The least and greatest value of ``e`` in ``ctx`` (None unless both are constants isl finds)."""
     text, dom = to_isl(e), ctx.domain([e])
@@ -183,7 +163,7 @@ def partition_breakpoints(p: ir.Program, loop: str, *, bound_sizes: Optional[dic
     points: set[int] = set()
     for cond, ctx in _conditions(lp.body, inside):
         for d in _negative_forms(cond):
-            lin = _linear(d, lp.var)
+            lin = linear(d, lp.var)
             if lin is None or lin[0] == 0:
                 continue
             rng = _range(ctx, lin[1])
