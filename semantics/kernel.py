@@ -78,8 +78,8 @@ class Kernel:
             if isinstance(ann, str):  # `from __future__ import annotations` keeps annotations as text
                 try:
                     ann = eval(ann, dict(fn.__globals__))  # noqa: S307
-                except Exception:
-                    pass
+                except Exception:  # an annotation that does not evaluate is no tensor annotation
+                    ann = None
             if isinstance(ann, TensorSpec):
                 self.tensors[pname] = ann
             elif param.default is not inspect.Parameter.empty:

@@ -39,7 +39,7 @@ PROGRAM_CHECKS = {"noninterference": brute_noninterference, "reduction_policy": 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-def program_agrees(p, sizes):
+def check_program_agrees(p, sizes):
     r = check_program(p, sizes, replay=False)
     e = Enumeration(Model(p, sizes), sizes)
     for kind, brute in PROGRAM_CHECKS.items():
@@ -51,13 +51,13 @@ def program_agrees(p, sizes):
 @settings(max_examples=400 if FULL else 80, **SETTINGS)
 @given(random_program())
 def test_program_verdicts_equal_brute_force_at_bound_sizes(p):
-    program_agrees(p, BOUND)
+    check_program_agrees(p, BOUND)
 
 
 @settings(max_examples=400 if FULL else 60, **SETTINGS)
 @given(random_block_program())
 def test_barrier_phase_verdicts_equal_brute_force(p):
-    program_agrees(p, {"N": 2})
+    check_program_agrees(p, {"N": 2})
 
 
 @settings(max_examples=200 if FULL else 25, **SETTINGS)
@@ -76,7 +76,7 @@ def test_symbolic_program_verdicts_hold_at_every_small_size(p):
             assert brute(Enumeration(Model(p, {"N": n}), {"N": n})), (kind, w.lines())
 
 
-def transform_agrees(p, new, tau, sizes):
+def check_transform_agrees(p, new, tau, sizes):
     """Symbolic and brute-force transform verdicts agree; returns the report."""
     r = check_transform(p, new, tau, sizes, replay=False, final=False)
     c = through_temporaries(correspond(Model(p, sizes), Model(new, sizes), tau, 2000), tau, 2000)
@@ -105,7 +105,7 @@ def transform_agrees(p, new, tau, sizes):
 def test_transform_verdicts_equal_brute_force_at_bound_sizes(data):
     p = data.draw(random_program())
     new, tau, _ = data.draw(random_transform(p))
-    transform_agrees(p, new, tau, BOUND)
+    check_transform_agrees(p, new, tau, BOUND)
 
 
 @settings(max_examples=300 if FULL else 60, **SETTINGS)
@@ -133,7 +133,7 @@ def test_symbolic_transform_verdicts_hold_at_every_small_size(data):
     new, tau, _ = data.draw(random_transform(p))
     r = check_transform(p, new, tau, replay=False, final=False)
     for n in range(4):
-        bound = transform_agrees(p, new, tau, {"N": n})
+        bound = check_transform_agrees(p, new, tau, {"N": n})
         for kind in ("coverage", "prefix_cut", "dependence"):
             if r.status(kind) == "proved" and bound.status("coverage") == "proved":
                 assert bound.status(kind) == "proved", (kind, n)

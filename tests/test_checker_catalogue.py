@@ -24,7 +24,7 @@ def status(report, kind):
     return report.status(kind)
 
 
-def all_proved(report):
+def check_all_proved(report):
     bad = [(r.subject, r.kind, r.status, r.verdict.reason) for r in report if r.status != "proved"]
     assert not bad, bad
 
@@ -53,7 +53,7 @@ def test_interchange_across_a_1_minus_1_dependence_is_disproved():
 def test_interchange_across_a_1_0_dependence_is_proved():
     p = stencil(0)
     t = transform(p, "swap", "i", "j")
-    all_proved(check_transform(p, t.program, t.tau))
+    check_all_proved(check_transform(p, t.program, t.tau))
 
 
 # ----------------------------------------------------------------------------- parallel over a scalar reduction
@@ -77,7 +77,7 @@ def test_parallel_loop_over_a_scalar_reduction_is_disproved():
 def test_binding_a_reduction_over_distinct_cells_to_cores_is_proved():
     p = reduction(True)
     t = transform(p, "bind", "r", "core")
-    all_proved(check_transform(p, t.program, t.tau))
+    check_all_proved(check_transform(p, t.program, t.tau))
 
 
 def test_ordered_reduction_updates_do_not_commute():
@@ -90,7 +90,7 @@ def test_ordered_reduction_updates_do_not_commute():
     tau = Tau((Piece(((0, rev),)),))
     r = check_transform(folded(v(0), "fold_left"), folded(rev, "fold_left"), tau)
     assert status(r, "dependence") == "disproved" and status(r, "coverage") == "proved"
-    all_proved(check_transform(folded(v(0), "unordered_tree"), folded(rev, "unordered_tree"), tau))
+    check_all_proved(check_transform(folded(v(0), "unordered_tree"), folded(rev, "unordered_tree"), tau))
 
 
 # ----------------------------------------------------------------------------- barriers
@@ -111,7 +111,7 @@ def test_barrier_under_a_thread_dependent_guard_is_disproved():
 
 
 def test_barrier_under_a_block_uniform_guard_is_proved():
-    all_proved(check_program(block_kernel(False)))
+    check_all_proved(check_program(block_kernel(False)))
 
 
 def test_barrier_under_a_guard_only_some_lanes_of_a_partial_warp_pass_is_disproved():
@@ -143,7 +143,7 @@ def test_missing_barrier_between_a_shared_write_and_another_threads_read_is_disp
 
 
 def test_barrier_between_shared_write_and_read_is_proved():
-    all_proved(check_program(shared_exchange(True)))
+    check_all_proved(check_program(shared_exchange(True)))
 
 
 def test_fusing_two_thread_loops_needs_the_barrier():
@@ -159,7 +159,7 @@ def test_fusing_two_thread_loops_needs_the_barrier():
     bad = check_transform(before, shared_exchange(False), tau)
     assert status(bad, "dependence") == "disproved"
     assert status(bad, "noninterference") == "disproved"
-    all_proved(check_transform(before, shared_exchange(True), tau))
+    check_all_proved(check_transform(before, shared_exchange(True), tau))
 
 
 # ----------------------------------------------------------------------------- triangular nests
@@ -203,7 +203,7 @@ def test_triangular_interchange_across_a_1_minus_1_dependence_is_disproved():
 
 def test_triangular_interchange_with_exact_bounds_is_proved():
     read = (sub(v(0), 1), v(1))
-    all_proved(check_transform(triangle(read), interchanged(read), Tau()))
+    check_all_proved(check_transform(triangle(read), interchanged(read), Tau()))
 
 
 # ----------------------------------------------------------------------------- binding a reduction loop to threads
@@ -223,7 +223,7 @@ def test_binding_a_reduction_loop_to_threads_is_disproved():
 def test_binding_an_output_loop_to_threads_is_proved():
     s = gemm_schedule()
     s.bind("mma3.p0", "lane")
-    all_proved(s.check())
+    check_all_proved(s.check())
 
 
 # ----------------------------------------------------------------------------- a 3-deep nest: "<=" is not "<"
@@ -250,7 +250,7 @@ def test_swapping_inner_loops_under_a_le_direction_is_disproved():
 def test_swapping_inner_loops_under_a_lt_direction_is_proved():
     p = nest3(True)
     t = transform(p, "swap", "j", "k")
-    all_proved(check_transform(p, t.program, t.tau))
+    check_all_proved(check_transform(p, t.program, t.tau))
 
 
 # ----------------------------------------------------------------------------- prefix cut: flattening across an owner
@@ -283,4 +283,4 @@ def test_flat_bijection_across_an_owned_cut_is_disproved_with_two_prefixes():
 def test_splitting_the_owner_loop_keeps_the_cut():
     p = owner_nest(False)
     t = transform(p, "split", "i", 2)
-    all_proved(check_transform(p, t.program, t.tau))
+    check_all_proved(check_transform(p, t.program, t.tau))

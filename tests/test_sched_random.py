@@ -81,7 +81,7 @@ def assert_close(want: dict, got: dict, names, exact: bool, what: str) -> None:
             np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-4 * scale, err_msg=f"{what}: {name}")
 
 
-def drive(data: st.DataObject, s: Schedule, reference: dict, arrays: dict, outputs, exact: bool) -> None:
+def check_steps(data: st.DataObject, s: Schedule, reference: dict, arrays: dict, outputs, exact: bool) -> None:
     """Apply up to ``MAX_OPS`` drawn ops to ``s``, comparing the interpreter's results after each."""
     order = data.draw(st.sampled_from(["canonical", "reverse"]), label="order")
     checked = data.draw(st.booleans(), label="checked")
@@ -117,7 +117,7 @@ def drive(data: st.DataObject, s: Schedule, reference: dict, arrays: dict, outpu
 def test_random_schedules_of_random_kernels(case, bind_sizes, data):
     s = tc.schedule(case.kernel, **(case.sizes if bind_sizes else {}))
     reference = tc.run(case.kernel, **case.inputs())
-    drive(data, s, reference, case.arrays, case.outputs, exact=True)
+    check_steps(data, s, reference, case.arrays, case.outputs, exact=True)
 
 
 @pytest.mark.slow
@@ -135,7 +135,7 @@ def test_random_schedules_of_the_examples(name, bind_sizes, data):
         sizes = {str(n): arrays[t.name].shape[a] for t in p.tensors for a, n in enumerate(t.shape)}
     s = tc.schedule(entry.kernel, **sizes, **config)
     reference = tc.run(entry.kernel, **inputs)
-    drive(data, s, reference, arrays, output_names(entry), entry.exact)
+    check_steps(data, s, reference, arrays, output_names(entry), entry.exact)
 
 
 @settings(max_examples=PER_EXAMPLE * 2)
