@@ -124,12 +124,12 @@ class _LoopRewriter(ast.NodeTransformer):
             {it} = None
             if {RT}.is_region({it}):
                 {tgt}, {lhs} = {it}.__tc_enter__({tuple(names)!r}, {peek}, {tgt!r}, {lines!r})
-                pass
+                BODY
                 {lhs} = {it}.__tc_exit__({peek})
             else:
                 for {tgt} in {it}:
-                    pass
-            """)
+                    BODY
+            """)  # each BODY placeholder is replaced by the loop's own statements below
         stmts = ast.parse(src).body
         for stmt in stmts:  # generated code reports the loop's own line
             _place(stmt, node)
