@@ -76,6 +76,8 @@ def differential(obj: Compilable, target: str = "c", trials: int = 10, seed: int
     ``sanitize`` builds the backend with its sanitizers (see ``compile``).
     """
     check_target(target)
+    if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
+        raise InputError(f"trials must be a positive int, got {trials!r}", hint="e.g. trials=10")
     program, bound = resolve(obj, config)
     for name, value in (sizes or {}).items():
         if name not in program.sizes or bound.get(name, value) != value:

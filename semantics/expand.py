@@ -27,7 +27,8 @@ from . import ir
 from . import loopir as L
 from .errors import CaptureError
 from .index import IBin, IConst, IExpr, INot, IVar, ibin
-from .interp import _identity, classify_updates
+from .interp import classify_updates
+from .ufuncs import identity
 from .dtypes import dtype_of
 
 _BIND = {"block": "grid", "thread": "block", "warp": "warp", "vector": "vector", "core": "core"}
@@ -247,7 +248,7 @@ class Expander:
         keep = [i for i in range(xt.rank) if i not in op.axes]
         label = f"reduce{next(self.counter)}"
         seed = self.load(op.init, ()) if op.init is not None else L.Lit(
-            _identity(op.combiner, dtype_of(t.dtype)), t.dtype)
+            identity(op.combiner, dtype_of(t.dtype)), t.dtype)
         init_wrap, ivs = self.nest(label + "i", self.shape(t), tuple(map(str, t.dims)), ("parallel",) * t.rank, loc)
         stmts += init_wrap([L.Assign(buf, ivs, seed, loc)])
         custom = op.combiner == "custom"
@@ -465,6 +466,6 @@ def _last_uses(block: ir.Block) -> dict[int, int]:
 
 def expand(p: ir.Program) -> ir.Program:
     """The loop form of tile program ``p``."""
-    if L.is_loop_form(p.body):
+    if L.is_loop_form(ir.expect_program(p, "expand").body):
         return p
     return Expander(p).program()

@@ -36,7 +36,7 @@ from .errors import ExecutionError, InputError, Loc, NoninterferenceError, Tilec
 from .index import INDEX_OPS, IBin, IConst, IExpr, INot, ISize, IVar, free_vars
 from .reduction import combine
 from .typing_rules import align_axes
-from .ufuncs import BINARY, MERGE, UNARY
+from .ufuncs import BINARY, MERGE, UNARY, identity
 
 ORDERS = ("canonical", "reverse", "shuffle")
 REDUCE_MODES = ("canonical", "adversarial")
@@ -47,15 +47,16 @@ BATCH_BUDGET = 1 << 23
 _NOHOLD = (ir.ViewStore, ir.MemStore, ir.Alloc, ir.Parallel)  # ops that keep a loop from batching
 
 
-def _identity(fn: str, dt: DType) -> Any:
-    if fn in ("add", "sub", "or"):
-        return False if dt.is_bool else 0
-    if fn in ("mul", "and"):
-        return True if dt.is_bool else 1
-    if dt.is_float:
-        return -np.inf if fn == "max" else np.inf
-    info = np.iinfo(dt.storage)
-    return info.min if fn == "max" else info.max
+def _scalar_box_inside(origins: Any, box: Any, shape: Any) -> tuple[bool, bool]:
+    """(every origin is a scalar, the box at those origins lies inside ``shape``); the second is
+    meaningful only when the first holds."""
+    inside = True
+    for o, b, n in zip(origins, box, shape):
+        if isinstance(o, np.ndarray) and o.ndim:
+            return False, inside
+        if o < 0 or o + b > n:
+            inside = False
+    return True, inside
 
 
 def _prod(xs) -> int:
@@ -425,7 +426,7 @@ class Interpreter:
         # every order gives the same bits: integer arithmetic (it wraps), and min / max
         # (checked per result: a float zero or NaN can differ in sign or payload)
         exact = op.combiner in ("max", "min") or (op.combiner != "custom" and not dt.is_float)
-        seed_const = None if op.init is not None else store_as(dt, np.asarray(_identity(op.combiner, dt), dt.storage))
+        seed_const = None if op.init is not None else store_as(dt, np.asarray(identity(op.combiner, dt), dt.storage))
         env, oid, get = self.env, op.out.id, self.get
 
         def run() -> None:
@@ -589,13 +590,7 @@ class Interpreter:
             record = self.scopes and self.checked
             vals = None
             if r and 0 not in box:
-                ints, inside = True, True
-                for o, b, n in zip(os, box, shape):
-                    if isinstance(o, np.ndarray) and o.ndim:
-                        ints = False
-                        break
-                    if o < 0 or o + b > n:
-                        inside = False
+                ints, inside = _scalar_box_inside(os, box, shape)
                 if ints and inside:
                     if scalar_out:
                         vals = np.array(t[tuple(os)])
@@ -695,13 +690,7 @@ class Interpreter:
                 arr = arr.reshape(arr.shape[:d] + tuple(next(it) if p is not None else 1 for p in op.perm))
             record = self.scopes and self.checked
             if r and 0 not in box:
-                ints, inside = True, True
-                for o, b, n in zip(os, box, shape):
-                    if isinstance(o, np.ndarray) and o.ndim:
-                        ints = False
-                        break
-                    if o < 0 or o + b > n:
-                        inside = False
+                ints, inside = _scalar_box_inside(os, box, shape)
                 vbatch = arr.shape[:d]
                 if ints and inside and (d == 0 or _prod(vbatch) == 1):
                     if record:
@@ -1031,7 +1020,7 @@ class Interpreter:
         ids = []
         for v, m in zip(op.body.args, merges):
             dt = dtype_of(v.type.dtype)
-            ids.append(np.asarray(_identity(m, dt), dt.storage) if m else None)
+            ids.append(np.asarray(identity(m, dt), dt.storage) if m else None)
         args = tuple(ids[j] if merges[j] else inits[j] for j in range(len(inits)))
         n = _prod(ext)
         items_of: list[Optional[np.ndarray]] = [None] * len(inits)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator, Optional, Union
 
-from .errors import NOWHERE, Loc
+from .errors import NOWHERE, Loc, TilecertError
 from .index import IExpr
 
 Scalar = Union[int, float, bool]
@@ -156,7 +156,11 @@ class Select:
 
 @dataclass(frozen=True)
 class Block:
-    """A sequence of ops; ``args`` are bound by the enclosing construct, ``yields`` end it."""
+    """A sequence of ops; ``args`` are bound by the enclosing construct, ``yields`` end it.
+
+    In loop form (after library expansion) ``ops`` holds ``loopir`` statements instead, which
+    that module defines on top of this one (``serialize`` declares the union for checking).
+    """
 
     args: tuple[Value, ...]
     ops: tuple["Op", ...]
@@ -364,6 +368,14 @@ class Program:
     @property
     def outputs(self) -> tuple[str, ...]:
         return tuple(t.name for t in self.tensors if t.written)
+
+
+def expect_program(obj: object, what: str) -> Program:
+    """``obj`` if it is a Program; else a TilecertError naming ``what`` took it."""
+    if not isinstance(obj, Program):
+        raise TilecertError(f"{what} takes a Program, got {type(obj).__name__}",
+                            hint="capture a kernel first: tc.capture(kernel)")
+    return obj
 
 
 def results_of(op: Op) -> tuple[Value, ...]:

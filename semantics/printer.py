@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from . import loopir as L
-from .ir import (Alloc, Binary, Block, Cast, Full, IndexValue, Iota, MemLoad, MemStore, Mma, Op, Parallel,
+from .ir import (Alloc, expect_program, Binary, Block, Cast, Full, IndexValue, Iota, MemLoad, MemStore, Mma, Op, Parallel,
                  Pipeline, Program, Reduce, ReduceExpr, Reshape, Select, Serial, Stage, Unary, ViewLoad,
                  ViewStore, results_of)
 
@@ -134,6 +134,7 @@ def _block_lines(block: Block, depth: int) -> list[str]:
 
 def format_program(p: Program) -> str:
     """The program as text: a signature line, then the indented region tree."""
+    expect_program(p, "format_program")
     params = ", ".join(
         f"{t.name}: {t.dtype}[{', '.join(str(s) for s in t.shape)}]{' out' if t.written else ''}" for t in p.tensors
     )

@@ -7,9 +7,12 @@ source locations and the kernel name dropped, so alpha-renaming leaves it unchan
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
-from typing import Any
+import types
+import typing
+from typing import Any, Union
 
 from . import index, ir, loopir
 from .errors import Loc, SerializationError
@@ -39,7 +42,37 @@ def to_tree(obj: Any) -> Any:
     return obj
 
 
+# ``Block.ops`` is annotated with tile ops but holds loop-form statements after expansion.
+_FIELD_OVERRIDES = {("Block", "ops"): tuple[Union[ir.Op, loopir.Stmt], ...]}
+
+
+@functools.lru_cache(maxsize=None)
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _conforms(value: Any, tp: Any) -> bool:
+    """Whether ``value`` (built by ``from_tree``) has the annotated type ``tp``."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(_conforms(value, a) for a in args)
+    if origin is tuple:
+        if not isinstance(value, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_conforms(x, args[0]) for x in value)
+        return len(args) == len(value) and all(_conforms(x, a) for x, a in zip(value, args))
+    if tp is Any:
+        return True
+    if tp is type(None):
+        return value is None
+    if tp is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, tp) if isinstance(tp, type) else True
+
+
 def from_tree(node: Any) -> Any:
+    """The IR object of a tree written by ``to_tree``; every field is checked against its annotated type."""
     if isinstance(node, list):
         return tuple(from_tree(x) for x in node)
     if isinstance(node, dict):
@@ -47,8 +80,14 @@ def from_tree(node: Any) -> Any:
         cls = _CLASSES.get(name)
         if cls is None:
             raise SerializationError(f"unknown IR node {name!r}", hint="the file is not a tilecert program")
+        fields = {k: from_tree(v) for k, v in node.items() if k != "_"}
+        hints = _field_types(cls)
+        for key, value in fields.items():
+            if not _conforms(value, _FIELD_OVERRIDES.get((name, key), hints.get(key, Any))):
+                raise SerializationError(f"malformed {name} node: field {key!r} holds {repr(value)[:80]}",
+                                         hint="the file is not a tilecert program")
         try:
-            return cls(**{k: from_tree(v) for k, v in node.items() if k != "_"})
+            return cls(**fields)
         except TypeError as exc:
             raise SerializationError(f"malformed {name} node: {exc}", hint="the file is not a tilecert program")
     return node
@@ -56,11 +95,14 @@ def from_tree(node: Any) -> Any:
 
 def dump(p: ir.Program) -> str:
     """Serialize a program as JSON text."""
-    return json.dumps(to_tree(p), sort_keys=True)
+    return json.dumps(to_tree(ir.expect_program(p, "dump")), sort_keys=True)
 
 
 def load(text: str) -> ir.Program:
     """Parse JSON text produced by ``dump``."""
+    if not isinstance(text, (str, bytes, bytearray)):
+        raise SerializationError(f"load takes JSON text, got {type(text).__name__}",
+                                 hint="pass the text written by tilecert's dump (read the file first)")
     try:
         tree = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -115,5 +157,5 @@ def _canon(node: Any, names: dict[str, dict[Any, int]]) -> Any:
 
 def digest(p: ir.Program) -> str:
     """A structural hash of ``p`` that is invariant under renaming."""
-    canon = _canon(to_tree(p), {})
+    canon = _canon(to_tree(ir.expect_program(p, "digest")), {})
     return hashlib.sha256(json.dumps(canon, sort_keys=True).encode()).hexdigest()

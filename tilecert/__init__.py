@@ -21,6 +21,7 @@ from tilecert.semantics.loopir import is_loop_form
 from tilecert.semantics.kernel import Kernel, Tensor, kernel
 from tilecert.semantics.printer import format_program
 from tilecert.semantics.sched import Schedule
+from tilecert.semantics.sched.base import ScheduleError
 from tilecert.semantics.regions import parallel, pipeline, reduction, serial
 from tilecert.semantics.serialize import digest, dump, load
 from tilecert.semantics.tensors import memory
@@ -81,6 +82,6 @@ __all__ = [
     "mma", "matmul", "reshape",
     "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "bool_", "DType",
     "TilecertError", "CaptureError", "TypeMismatch", "InputError", "ExecutionError", "NoninterferenceError",
-    "SerializationError", "check",
+    "SerializationError", "ScheduleError", "check",
     "compile", "emit", "differential", "DiffReport",
 ]

@@ -19,10 +19,16 @@ from tilecert.lowering import format_lowered, lower
 REPO = Path(__file__).resolve().parents[1]
 
 
+def existing_file(path: Path, what: str) -> Path:
+    """``path``, if it names a file; else a TilecertError asking for ``what``."""
+    if not path.is_file():
+        raise tc.TilecertError(f"no such file: {path}", hint=f"give the path of {what}")
+    return path
+
+
 def load_module(path: Path) -> ModuleType:
     """Import a Python file by path (an example, or a user's kernel file)."""
-    if not path.is_file():
-        raise tc.TilecertError(f"no such file: {path}", hint="give the path of a Python file that defines kernels")
+    existing_file(path, "a Python file that defines kernels")
     spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -87,7 +93,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from tilecert.backends.fuzz import FuzzCase, replay
     from tilecert.strategies import kernel_from_source
     if args.file.endswith(".json"):
-        case = FuzzCase.from_json(Path(args.file).read_text())
+        case = FuzzCase.from_json(existing_file(Path(args.file), "a fuzz case .json").read_text())
         check = lambda s, **kw: tc.differential(s, target=args.target, sanitize=args.sanitize, **kw)  # noqa: E731
         reports = [replay(case, kernel_from_source, check, trials=args.trials)]
     else:

@@ -156,7 +156,13 @@ class Schedule:
 
     @classmethod
     def load(cls, path: Union[str, Path], kernel: Kernel) -> "Schedule":
-        return cls.from_json(Path(path).read_text(), kernel)
+        """The schedule saved at ``path`` by ``save``, replayed on ``kernel``."""
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise SerializationError(f"cannot read schedule file {str(path)!r}: {exc.strerror}",
+                                     hint="give the path of a file written by Schedule.save") from None
+        return cls.from_json(text, kernel)
 
     def replay(self) -> "Schedule":
         """A fresh schedule with the same history (re-applied op by op)."""
