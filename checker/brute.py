@@ -326,8 +326,8 @@ def brute_check_schedule(s: Any, sizes: Mapping[str, int], timeout_ms: int = 200
     subjects named as ``check_schedule`` names them.
 
     The statement-level correspondence of each op is the symbolic checker's (which old statement a new
-    one stands for; a program with temporaries is compared in its inlined form, as ``check.py`` does, and
-    not at all where they cannot be read through); everything about instances is enumerated."""
+    one stands for; a program with temporaries is compared in its restored and inlined form, as
+    ``check.py`` does, and not at all where they cannot be read through); everything about instances is enumerated."""
     sizes = {**s.sizes, **dict(sizes)}
     names = subjects(s)
     first = Enumeration(Model(s.programs[0], sizes), sizes)

@@ -9,7 +9,8 @@
   program before the op to the program after it (both as the schedule stored them, i.e.
   after the simplifier ran, so the simplifier's rewrites are checked too).
 
-A transform that introduces scalar temporaries is compared through them (``forwarding.py``).
+A transform that introduces scalar temporaries or private tiles is compared through them
+(``forwarding.py``).
 An obligation kind an op lists that this checker does not discharge is reported unknown.
 Along a schedule, a program obligation proved before an op is re-checked after it only for
 the statements and pairs the op touched (the rest are, term for term, the same formulas).

@@ -15,20 +15,31 @@ so the value ``r`` loads is the value ``e`` has at ``r``. ``inline`` returns the
 program, or the reason it cannot: a temporary that is not a scalar, is written by an update
 or by several statements, or is read outside its store's loops, or a point where (1)-(3)
 fail (with the instances).
+
+A fresh buffer may instead be a *private tile* ``f`` of a buffer ``target`` (``privatize``): one
+load ``f[u] = target[cell(u)]`` and one store-back ``target[cell(u)] = f[u]``, each over ``f``'s
+owner loops and one loop per axis, and users that read and update ``f`` in between. Such a
+program is compared through its *restored* form: every access ``f[t]`` turned into
+``target[cell(t)]``, the two transfers and the declaration dropped (``restore``). That is exact
+when every use of a tile cell lies between its load and its store-back and nothing else touches
+the target cell meanwhile (``_tile_cases``). Tiles are restored first, then the scalar
+temporaries left are inlined.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Union
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Union
 
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
-
-from tilecert.semantics.sched.base import Tau
+from tilecert.semantics.index import IExpr, IVar
+from tilecert.semantics.sched.base import Tau, substitute_many
 
 from .correspondence import Correspondence, correspond
-from .formula import conj
-from .model import BufferRec, Model, Stmt, access_guard, domain, inst, same_cell
+from .formula import Term, conj, differ, disj, term_of
+from .model import (BufferRec, Inst, Model, Stmt, access_guard, domain, in_bounds, index_terms, inst,
+                    same_cell)
 from .order import Names, happens_before
 from .solve import Case, search
 
@@ -36,9 +47,22 @@ from .solve import Case, search
 
 def through_temporaries(c: Correspondence, tau: Tau, timeout_ms: int) -> Union[Correspondence, str]:
     """``c`` when the transform introduced no buffer; otherwise the correspondence of the old program with
-    the new one inlined, or the reason the temporaries cannot be read through."""
+    the new one, its private tiles restored and its scalar temporaries inlined, or the reason the
+    temporaries cannot be read through."""
     if not c.fresh or c.new.problems:
         return c
+    tiles = [t for t in (tile_of(c.new, f) for f in c.fresh) if t is not None]
+    if tiles:
+        restored = restore(c.new, tiles, timeout_ms)
+        names = ", ".join(t.f.name for t in tiles)
+        if isinstance(restored, str):
+            return f"the transform introduces private tiles ({names}) and {restored}"
+        m = Model(restored, c.new.sizes)
+        if m.problems:
+            return f"the program with the private tiles ({names}) restored is ill-formed: {m.problems[0]}"
+        c = correspond(c.old, m, tau, timeout_ms)
+        if not c.fresh:
+            return c
     inlined = inline(c.new, c.fresh, timeout_ms)
     if isinstance(inlined, str):
         return f"the transform introduces temporaries ({', '.join(b.name for b in c.fresh)}) and {inlined}"
@@ -71,7 +95,8 @@ def inline(m: Model, fresh: list[BufferRec], timeout_ms: int) -> Union[ir.Progra
     if out.status == "unknown":
         return f"forwarding undecided: {out.reason}"
     by_name = {f.name: values[id(f)] for f in fresh}
-    return dataclasses.replace(m.program, body=_rewrite(m.program.body, by_name, drop))
+    body = _rewrite(m.program.body, lambda ld: by_name.get(ld.buf, ld), lambda st: st, drop)
+    return dataclasses.replace(m.program, body=body)
 
 
 def _forwarding_cases(m: Model, f: BufferRec, w: Stmt, s: Stmt, fresh: Names) -> list[Case]:
@@ -102,25 +127,147 @@ def _forwarding_cases(m: Model, f: BufferRec, w: Stmt, s: Stmt, fresh: Names) ->
     return out
 
 
-def _rewrite(node: Any, values: Mapping[str, L.SExpr], drop: set[int]) -> Any:
+# ----------------------------------------------------------------------------- private tiles
+@dataclass(frozen=True)
+class Tile:
+    """A private tile ``f`` of buffer ``target``: ``load`` copies ``f[u] = target[cell(u)]`` and ``store``
+    copies ``target[cell_S(u)] = f[u]``, each over ``f``'s owner loops then one loop per axis of ``f``
+    (``u``, in order); every other statement accessing ``f`` is a *user*."""
+
+    f: BufferRec
+    target: BufferRec
+    load: Stmt
+    store: Stmt
+    users: tuple[Stmt, ...]
+
+    def cell(self, index: tuple[IExpr, ...]) -> tuple[IExpr, ...]:
+        """``cell(index)``: the load's index into ``target`` at ``u = index``."""
+        us = self.load.vars[len(self.f.owner_loops):]
+        return tuple(substitute_many(e, dict(zip(us, index))) for e in self.load.accesses[0].index)
+
+    def at(self, s: Stmt, x: Inst, u: list[Term]) -> Inst:
+        """The instance of transfer ``s`` (load or store) on the allocation of ``x`` at tile cell ``u``."""
+        n = len(self.f.owner_loops)
+        return Inst(s, {**{v: x.at[v] for v in s.vars[:n]}, **dict(zip(s.vars[n:], u))})
+
+
+def tile_of(m: Model, f: BufferRec) -> Optional[Tile]:
+    """``f`` as a private tile: loaded by exactly one transfer from and stored by exactly one transfer to one
+    buffer of its dtype, every statement accessing it inside its owner loops, neither name shadowed."""
+    owner = f.owner_loops
+
+    def inside(s: Stmt) -> bool:
+        return len(s.loops) >= len(owner) and all(a.node is b.node for a, b in zip(s.loops, owner))
+
+    def transfer(s: Stmt, dst: BufferRec, src: BufferRec) -> bool:
+        u = tuple(IVar(lp.var, 0) for lp in s.loops[len(owner):])
+        return (s.kind == "assign" and s.target is dst and isinstance(s.node.value, L.Ld) and inside(s)
+                and s.accesses[0].buffer is src and len(u) == len(f.shape)
+                and (s.node.index if dst is f else s.node.value.index) == u)
+
+    users = [s for s in m.statements if s.kind != "decl" and any(a.buffer is f for a in s.accesses)]
+    loads = [s for s in users if s.target is f and transfer(s, f, s.accesses[0].buffer)]
+    if len(loads) != 1 or loads[0].accesses[0].buffer is f or not all(map(inside, users)):
+        return None
+    target = loads[0].accesses[0].buffer
+    stores = [s for s in users if transfer(s, target, f)]
+    unique = all(sum(b.name == x.name for b in m.buffers) == 1 for x in (f, target))
+    if len(stores) != 1 or target.dtype != f.dtype or not unique:
+        return None
+    return Tile(f, target, loads[0], stores[0], tuple(s for s in users if s not in (loads[0], stores[0])))
+
+
+def restore(m: Model, tiles: list[Tile], timeout_ms: int) -> Union[ir.Program, str]:
+    """The program of ``m`` with every tile ``f`` replaced by its target (``f[t]`` read and written as
+    ``target[cell(t)]``, the transfers and ``f``'s declaration dropped), or why that is not exact."""
+    names = Names()
+    out = search([case for t in tiles for case in _tile_cases(m, t, names)], timeout_ms)
+    if out.status == "point":
+        return f"restoring them fails: {out.case.about} at {dict(out.point)}"
+    if out.status == "unknown":
+        return f"restoring them is undecided: {out.reason}"
+    by_name = {t.f.name: t for t in tiles}
+
+    def load(ld: L.Ld) -> L.SExpr:
+        t = by_name.get(ld.buf)
+        return L.Ld(t.target.name, t.cell(ld.index), ld.dtype) if t is not None else ld
+
+    def store(st: Any) -> Any:
+        t = by_name.get(st.buf)
+        return dataclasses.replace(st, buf=t.target.name, index=t.cell(st.index)) if t is not None else st
+
+    drop = {id(s.node) for t in tiles for s in (t.load, t.store, t.f.decl)}
+    return dataclasses.replace(m.program, body=_rewrite(m.program.body, load, store, drop))
+
+
+def _tile_cases(m: Model, t: Tile, names: Names) -> list[Case]:
+    """The window conditions of tile ``t``, for every load instance ``z`` (tile cell ``u``, target cell ``c``)
+    and the store instance ``z'`` of the same allocation and ``u``:
+
+        (1) z in D_load  =>  z' in D_store, cell_S(z') = c, HB(z, z')        every loaded cell is stored back
+        (2) z' in D_store  =>  z in D_load                                 and only loaded cells are
+        (3) y accesses c, y not z, z'  =>  HB(y, z) or HB(z', y)            nothing else touches c in between
+        (4) user r accesses f[u], cell(u) in bounds of target
+                =>  z in D_load, HB(z, r), HB(r, z')                      every use lies in its window
+
+    Then ``f[u]`` holds, from ``z`` to ``z'``, what ``target[c]`` holds in the restored program, and after
+    ``z'`` the two programs agree on ``c``. (4) leaves out the uses the restored program makes out of
+    bounds: there it fails, and so does the old program wherever an old instance performs that access
+    (``agreement`` ties their cells), which its ``bounds`` obligation reports."""
+    key = f"tile{t.f.decl.id}"
+    read, write = t.load.accesses[0], t.store.accesses[-1]
+    z = inst(t.load, names.prefix())
+    u = z.coords()[len(t.f.owner_loops):]
+    zs = t.at(t.store, z, u)
+    window = conj(domain(m, z), domain(m, zs))
+    cases = [Case(f"stored{key}", domain(m, z), conj(domain(m, zs), same_cell(m, zs, write, z, read),
+                                                     happens_before(m, z, zs, names)),
+                  about=f"a cell of {t.f.name} loaded from {t.target.name} is not stored back to it afterwards"),
+             Case(f"loaded{key}", domain(m, zs), domain(m, z),
+                  about=f"a cell of {t.f.name} is stored to {t.target.name} without being loaded from it")]
+    for s in m.statements:
+        for j, a in enumerate(a for a in s.accesses if a.buffer is t.target):
+            y = inst(s, names.prefix())
+            distinct = [differ(y.coords(), x.coords()) for x in (z, zs) if x.stmt is s]
+            cases.append(Case(f"alone{key}_{s.id}_{j}",
+                              conj(window, domain(m, y), access_guard(m, y, a), same_cell(m, y, a, z, read), *distinct),
+                              disj(happens_before(m, y, z, names), happens_before(m, zs, y, names)),
+                              about=f"`{s.label()}` accesses a cell of {t.target.name} while {t.f.name} holds it"))
+    for s in t.users:
+        for j, a in enumerate(a for a in s.accesses if a.buffer is t.f):
+            r = inst(s, names.prefix())
+            cell = index_terms(m, r, a)
+            zr, zsr = t.at(t.load, r, cell), t.at(t.store, r, cell)
+            restored = [term_of(e, m.env(r.at)) for e in t.cell(a.index)]
+            cases.append(Case(f"inside{key}_{s.id}_{j}",
+                              conj(domain(m, r), access_guard(m, r, a), in_bounds(m, r, restored, t.target)),
+                              conj(domain(m, zr), happens_before(m, zr, r, names), happens_before(m, r, zsr, names)),
+                              about=f"`{s.label()}` accesses a cell of {t.f.name} outside the window between its "
+                                    f"load and its store-back"))
+    return cases
+
+
+def _rewrite(node: Any, load: Callable[[L.Ld], L.SExpr], store: Callable[[Any], Any], drop: set[int]) -> Any:
+    """``node`` with every load replaced by ``load(ld)``, every store or update by ``store(st)``, the statements
+    in ``drop`` left out and the loops and guards they leave empty removed."""
     if isinstance(node, ir.Block):
-        ops = tuple(_rewrite(st, values, drop) for st in node.ops if id(st) not in drop)
-        return ir.Block(node.args, ops, node.yields)
+        ops = (_rewrite(st, load, store, drop) for st in node.ops if id(st) not in drop)
+        return ir.Block(node.args, tuple(st for st in ops if st is not None), node.yields)
     if isinstance(node, (L.Loop, L.If)):
-        return dataclasses.replace(node, body=_rewrite(node.body, values, drop))
+        body = _rewrite(node.body, load, store, drop)
+        return dataclasses.replace(node, body=body) if body.ops or not node.body.ops else None
     if isinstance(node, (L.Assign, L.Accum)):
-        return dataclasses.replace(node, value=_value(node.value, values))
+        return store(dataclasses.replace(node, value=_value(node.value, load)))
     return node
 
 
-def _value(e: L.SExpr, values: Mapping[str, L.SExpr]) -> L.SExpr:
+def _value(e: L.SExpr, load: Callable[[L.Ld], L.SExpr]) -> L.SExpr:
     if isinstance(e, L.Ld):
-        return values.get(e.buf, e)
+        return load(e)
     if isinstance(e, (L.Un, L.Cvt)):
-        return dataclasses.replace(e, x=_value(e.x, values))
+        return dataclasses.replace(e, x=_value(e.x, load))
     if isinstance(e, L.Bin):
-        return dataclasses.replace(e, a=_value(e.a, values), b=_value(e.b, values))
+        return dataclasses.replace(e, a=_value(e.a, load), b=_value(e.b, load))
     if isinstance(e, L.Sel):
-        return dataclasses.replace(e, cond=_value(e.cond, values), a=_value(e.a, values), b=_value(e.b, values))
+        return dataclasses.replace(e, cond=_value(e.cond, load), a=_value(e.a, load), b=_value(e.b, load))
     return e
-

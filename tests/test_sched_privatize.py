@@ -4,18 +4,23 @@ On GEMM (f32 and i32) and the row reductions: the scheduled program computes bit
 the same schedule without the privatization computes (the updates keep their order), the
 loop tree and the tile after the op are the ones the formula predicts, the register-block
 schedule of the C benchmark compiles and matches the interpreter, every precondition failure
-is a ``ScheduleError`` with a hint, and the checker's verdicts on the op are what its
-temporaries allow.
+is a ``ScheduleError`` with a hint, and the checker proves the op (through the restored program,
+which computes what the privatized one computes) while it leaves broken variants unproved.
 """
+import dataclasses
+
 import numpy as np
 import pytest
 
 import tilecert as tc
 from examples import EXAMPLES
+from tilecert.checker import check_transform, forwarding
+from tilecert.checker.model import Model
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
 from tilecert.semantics.index import IConst, ISize, IVar, ibin
-from tilecert.semantics.sched.base import ScheduleError
+from tilecert.semantics.loopinterp import interpret_loops
+from tilecert.semantics.sched.base import ScheduleError, Tau
 from tilecert.semantics.sched.privatize import privatize
 
 
@@ -139,18 +144,107 @@ def test_register_block_schedule_matches_in_the_interpreter_and_in_c():
 
 
 # ============================================================================ the checker
-def test_checker_reports_the_private_tile_unknown_not_disproved():
+TRANSFORM = ("coverage", "prefix_cut", "dependence")
+
+
+def op_verdicts(report, k):
+    return {r.kind: r.verdict for r in report if r.subject.startswith(f"op {k}:")}
+
+
+@pytest.mark.parametrize("name", ["gemm", "gemm_i32"])
+@pytest.mark.parametrize("over", ["mma3.K", "k"])
+def test_checker_proves_privatize_on_gemm(name, over):
+    s = tc.schedule(EXAMPLES[name].kernel, M=5, N=6, K=7)
+    s.privatize("t0", over)
+    report = s.check()
+    assert all(r.verdict.proved for r in report), [r for r in report if not r.verdict.proved]
+    assert set(TRANSFORM) <= set(op_verdicts(report, 0))
+
+
+def test_checker_proves_privatize_on_the_row_reduction():
+    s = tc.schedule(EXAMPLES["rowreduce"].kernel, M=10, N=13)
+    s.privatize("t0", "j")
+    s.privatize("t7", "reduce4.N")
+    report = s.check()
+    assert all(r.verdict.proved for r in report), [r for r in report if not r.verdict.proved]
+
+
+def test_checker_proves_the_register_block_schedule():
+    report = register_block("gemm_i32", 3, M=13, N=10, K=9, bm=8, bn=8, bk=4).check()
+    assert [r.kind for r in report if "privatize" in r.subject and r.kind in TRANSFORM] == list(TRANSFORM) * 2
+    assert all(r.verdict.proved for r in report), [r for r in report if not r.verdict.proved]
+
+
+def test_restored_program_computes_what_the_privatized_one_computes():
+    """The checker compares the privatized program through its restored form: the two agree."""
     s = tc.schedule(EXAMPLES["gemm_i32"].kernel, M=5, N=6, K=7)
     s.privatize("t0", "k")
-    report = s.check()
-    ops = [r for r in report if r.subject.startswith("op 0")]
-    assert not [r for r in report if r.verdict.status == "disproved"]
-    for r in ops:
-        if r.kind in ("coverage", "prefix_cut", "dependence"):
-            # the forwarding comparison reads through scalar temporaries stored once; the tile is neither
-            assert r.verdict.status == "unknown" and "t0.acc is not a scalar" in r.verdict.reason
-        else:
-            assert r.verdict.proved, r
+    m = Model(s.program, s.sizes)
+    tiles = [forwarding.tile_of(m, b) for b in m.buffers if b.name == "t0.acc"]
+    restored = forwarding.restore(m, tiles, 2000)
+    assert not any(isinstance(st, L.Decl) and st.buf.name == "t0.acc" for st in ir.walk(restored.body))
+    arrays = inputs("gemm_i32", M=5, N=6, K=7)
+    got = {k: v.copy() for k, v in arrays.items()}
+    interpret_loops(restored, s.sizes, got)
+    np.testing.assert_array_equal(got["C"], results(s, arrays)["C"])
+
+
+def _accumulate(extent):
+    """``for i in [0, N): for j in [0, extent) (parallel): X[j] += 1`` with X an input (nonzero initially)."""
+    j = IVar(1, 0)
+    return _program([_loop(0, "i", [_loop(1, "j", [_add((j,))], "parallel", extent=extent)])], "X")
+
+
+def _with_ops(p, ops):
+    return dataclasses.replace(p, body=ir.Block((), tuple(ops)))
+
+
+def _tile_index(node, index):
+    """``node`` with every update of the tile given ``index``."""
+    if isinstance(node, ir.Block):
+        return ir.Block(node.args, tuple(_tile_index(st, index) for st in node.ops), node.yields)
+    if isinstance(node, (L.Loop, L.If)):
+        return dataclasses.replace(node, body=_tile_index(node.body, index))
+    return dataclasses.replace(node, index=index) if isinstance(node, L.Accum) else node
+
+
+def _shift_store(node):
+    """The store-back nest writing ``X[u + 1]`` instead of ``X[u]``."""
+    if isinstance(node, (L.Loop, L.If)):
+        return dataclasses.replace(node, body=ir.Block((), tuple(_shift_store(st) for st in node.body.ops)))
+    return dataclasses.replace(node, index=(ibin("add", node.index[0], IConst(1)),))
+
+
+def _transform_verdicts(before, after):
+    return {r.kind: r.verdict for r in check_transform(before, after, Tau()) if r.kind in TRANSFORM}
+
+
+@pytest.mark.parametrize("extent", [IConst(4), ISize("N")])
+def test_checker_proves_the_hand_made_privatization(extent):
+    before = _accumulate(extent)
+    verdicts = _transform_verdicts(before, privatize(before, "X", "i").program)
+    assert all(v.proved for v in verdicts.values()), verdicts
+
+
+def test_checker_does_not_prove_broken_privatizations():
+    before = _accumulate(ISize("N"))
+    after = privatize(before, "X", "i").program
+    decl_, init, loop, store = after.body.ops
+    not_a_tile = "X.acc is not a scalar"  # without both transfers: no private tile, nor a scalar temporary
+    outside = "accesses a cell of X.acc outside the window"
+    broken = {
+        "store-back dropped": ([decl_, init, loop], not_a_tile),
+        "load from X dropped (X starts nonzero)": ([decl_, loop, store], not_a_tile),
+        "store-back before the loop": ([decl_, init, store, loop], outside),
+        "store-back to the next cell": ([decl_, init, loop, _shift_store(store)], "is not stored back to it"),
+    }
+    for what, (ops, reason) in broken.items():
+        for kind, v in _transform_verdicts(before, _with_ops(after, ops)).items():
+            assert v.status == "unknown" and reason in v.reason, (what, kind, v)
+    # every update to tile cell 0: the restored program updates X[0] for every j, which the old one does not
+    wrong = _transform_verdicts(before, _with_ops(after, [decl_, init, _tile_index(loop, (IConst(0),)), store]))
+    assert wrong["coverage"].status == "disproved"
+    assert wrong["coverage"].witness.replay.startswith("CONFIRMED")
 
 
 # ============================================================================ preconditions
