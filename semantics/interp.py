@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Union
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -572,13 +572,18 @@ class Interpreter:
                 return False
         return True
 
-    def _c_ViewLoad(self, op: ir.ViewLoad) -> Callable[[], None]:
+    def _view(self, op: Union[ir.ViewLoad, ir.ViewStore]):
+        """What loads and stores share: the tensor table, name, shape, rank, compiled origins, the box
+        (constant or a function) and the tensor's row-major strides."""
         tensors, name = self.tensors, op.tensor
         shape = tensors[name].shape
         r = len(shape)
-        org = [self._cx(o) for o in op.origin]
         box_c, box_f = self._shape_fn(op.extents, "box extent", op.loc)
         cstr = tuple(_prod(shape[a + 1:]) for a in range(r))
+        return tensors, name, shape, r, [self._cx(o) for o in op.origin], box_c, box_f, cstr
+
+    def _c_ViewLoad(self, op: ir.ViewLoad) -> Callable[[], None]:
+        tensors, name, shape, r, org, box_c, box_f, cstr = self._view(op)
         scalar_out = op.out.type.rank == 0
         env, oid = self.env, op.out.id
         what = f"load at {op.loc}"
@@ -652,12 +657,7 @@ class Interpreter:
         return np.where(mask, vals, fill).astype(t.dtype, copy=False)
 
     def _c_ViewStore(self, op: ir.ViewStore) -> Callable[[], None]:
-        tensors, name = self.tensors, op.tensor
-        shape = tensors[name].shape
-        r = len(shape)
-        org = [self._cx(o) for o in op.origin]
-        box_c, box_f = self._shape_fn(op.extents, "box extent", op.loc)
-        cstr = tuple(_prod(shape[a + 1:]) for a in range(r))
+        tensors, name, shape, r, org, box_c, box_f, cstr = self._view(op)
         vt = self.types[op.value]
         vrank = vt.rank
         used = tuple(p for p in op.perm if p is not None)

@@ -103,22 +103,27 @@ class LoopInterpreter:
             parts[depth + a] = np.where(active, ix, 0) if not active.all() else ix
         return arr, tuple(parts)
 
-    def st_Assign(self, st: L.Assign) -> None:
+    def written(self, st, what: str):
+        """For a store or update: the active lanes, the value and the cells (None when no lane is active)."""
         active = self.full_mask()
         if not active.any():
-            return
+            return None
         val = np.broadcast_to(self.expr(st.value, active, st.loc), tuple(self.batch))
-        arr, parts = self.cells(st.buf, st.index, active, st.loc, "store")
+        arr, parts = self.cells(st.buf, st.index, active, st.loc, what)
         self.note(st.buf, arr, parts, active, True, st.loc)
-        arr[tuple(p[active] for p in parts)] = store_as(dtype_of(self.dtypes[st.buf]), val[active])
+        return active, val, arr, parts
+
+    def st_Assign(self, st: L.Assign) -> None:
+        target = self.written(st, "store")
+        if target is not None:
+            active, val, arr, parts = target
+            arr[tuple(p[active] for p in parts)] = store_as(dtype_of(self.dtypes[st.buf]), val[active])
 
     def st_Accum(self, st: L.Accum) -> None:
-        active = self.full_mask()
-        if not active.any():
+        target = self.written(st, "update")
+        if target is None:
             return
-        val = np.broadcast_to(self.expr(st.value, active, st.loc), tuple(self.batch))
-        arr, parts = self.cells(st.buf, st.index, active, st.loc, "update")
-        self.note(st.buf, arr, parts, active, True, st.loc)
+        active, val, arr, parts = target
         dt = dtype_of(self.dtypes[st.buf])
         sel = tuple(p[active] for p in parts)
         if dt.name == "bf16":  # round after every update, in order
