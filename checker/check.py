@@ -78,19 +78,27 @@ def check_transform(before: ir.Program, after: ir.Program, tau: Tau, sizes: Opti
                            hint="check the program the transform starts from")
     new = _model(after, sizes)
     report = Report()
-    c = correspond(old, new, tau, timeout_ms)
-    compared = forwarding.through_temporaries(c, tau, timeout_ms)
+    memo: dict[str, Any] = {}  # the correspondence and what is compared, once computed
+
+    def comparison() -> Any:
+        if "compared" not in memo:
+            memo["c"] = correspond(old, new, tau, timeout_ms)
+            memo["compared"] = forwarding.through_temporaries(memo["c"], tau, timeout_ms)
+        return memo["compared"]
+
+    def verdict(kind: str, module: Any) -> Verdict:
+        if new.problems and kind != "coverage":
+            return _ill_formed(new)
+        compared = comparison()
+        return unknown(compared, "isl") if isinstance(compared, str) else module.check(compared, timeout_ms)
+
     again = (lambda s: replays.replay_transform(before, after, s)) if replay else None
     for kind, module in (("coverage", coverage), ("prefix_cut", prefix_cut), ("dependence", dependence)):
-        if new.problems and kind != "coverage":
-            verdict = _ill_formed(new)
-        elif isinstance(compared, str):
-            verdict = unknown(compared, "isl")
-        else:
-            verdict = module.check(compared, timeout_ms)
-        report.results.append(_result(kind, subject, module.FORMULA, listed, verdict, again, old.sizes))
+        report.results.append(_result(kind, subject, module.FORMULA, listed, lambda: verdict(kind, module), again,
+                                      old.sizes))
+    c = memo.get("c")
     report.extend(_program_report(new, subject, final, target, timeout_ms, replay, listed,
-                                  c if not (new.problems or c.fresh) else None, proved_before))
+                                  c if not (c is None or new.problems or c.fresh) else None, proved_before))
     for ob in listed:
         if ob.kind not in CHECKED and not any(r.kind == ob.kind for r in report):
             report.results.append(Result(ob.kind, subject, ob.formula,
@@ -164,15 +172,21 @@ def _program_report(m: Model, subject: str, final: bool, target: Target, timeout
                    ("hardware_limits", hardware_limits, lambda: hardware_limits.check(m, target, timeout_ms))]
     report = Report()
     for kind, module, run in checks:
-        verdict = run() if not m.problems else _ill_formed(m)
         replayable = kind not in ("containment", "hardware_limits")
-        report.results.append(_result(kind, subject, module.FORMULA, listed, verdict, again if replayable else None,
-                                      m.sizes))
+        report.results.append(_result(kind, subject, module.FORMULA, listed, run if not m.problems else
+                                      (lambda: _ill_formed(m)), again if replayable else None, m.sizes))
     return report
 
 
-def _result(kind: str, subject: str, formula: str, listed: Sequence[Obligation], verdict: Verdict,
+def _result(kind: str, subject: str, formula: str, listed: Sequence[Obligation], run: Callable[[], Verdict],
             again: Optional[Callable[[dict[str, int]], str]], bound: Mapping[str, int]) -> Result:
+    """The result of one obligation: ``run()``'s verdict, with its witness replayed. This is the one place
+    obligations are discharged: an exception the checker or a solver raises there (a bug, an exhausted
+    recursion, a solver error) makes the verdict unknown with its reason; it never proves anything."""
+    try:
+        verdict = run()
+    except Exception as e:  # noqa: BLE001 -- any failure inside an obligation is an unknown verdict
+        verdict = unknown(f"the checker failed while deciding it ({type(e).__name__}: {e})", "checker")
     stated = [ob.formula for ob in listed if ob.kind == kind]
     if stated:
         formula += " | the op states: " + "; ".join(stated)

@@ -101,16 +101,21 @@ def _checked(case: Case, point: Mapping[str, int], engine: str, timeout_ms: int)
 
 def decide_closed(f: Formula, point: Mapping[str, int], timeout_ms: int = DEFAULT_TIMEOUT_MS) -> Optional[bool]:
     """Whether ``f`` holds at ``point`` (None if a residual existential stays undecided)."""
-    g = substitute(f, point)
-    if not _has_exists(g):
-        return holds(g, {})
-    out = search([Case("residual", g)], timeout_ms)
-    return None if out.status == "unknown" else out.status == "point"
+    return _decide(substitute(f, point), timeout_ms)
 
 
-def _has_exists(f: Formula) -> bool:
-    if isinstance(f, Exists):
-        return True
-    if isinstance(f, (And, Or)):
-        return any(_has_exists(p) for p in f.parts)
-    return False
+def _decide(g: Formula, timeout_ms: int) -> Optional[bool]:
+    """The truth of a closed formula, three-valued over its parts: a conjunction is false when a part is,
+    a disjunction true when a part is, and a closed ``exists v: body`` holds when ``search`` finds values
+    of ``v`` satisfying ``body`` (that point is re-checked on ``body``, a strictly smaller formula, so
+    the recursion ends)."""
+    if isinstance(g, Exists):
+        out = search([Case("witness", g.body)], timeout_ms)
+        return None if out.status == "unknown" else out.status == "point"
+    if isinstance(g, (And, Or)):
+        values = [_decide(p, timeout_ms) for p in g.parts]
+        decisive = isinstance(g, Or)  # the value of a part that decides the whole
+        if decisive in values:
+            return decisive
+        return None if None in values else not decisive
+    return holds(g, {})

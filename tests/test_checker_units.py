@@ -10,17 +10,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tilecert.checker import isl_solve, solve
+from tilecert.checker.check import check_program, check_transform
+from tilecert.checker.obligations import bounds
 from tilecert.checker.brute import Enumeration
 from tilecert.checker.correspondence import correspond
-from tilecert.checker.formula import (FALSE, TRUE, And, Const, Env, Or, Var, arith, cmp, cond_of, conj, disj, holds,
-                                      negate, term_of, value)
+from tilecert.checker.formula import (FALSE, TRUE, And, Const, Env, Or, Var, arith, cmp, cond_of, conj, disj, exists,
+                                      holds, negate, term_of, value)
 from tilecert.checker.model import Model
 from tilecert.checker.polyhedral import polyhedral, tau
 from tilecert.checker.solve import Case, search
 from tilecert.semantics import loopir as L
 from tilecert.semantics.index import IBin, IConst, INot, ISize, IVar, evaluate
 
-from test_checker_catalogue import shared_exchange
+from test_checker_catalogue import shared_exchange, status
 from test_checker_programs import (add, assign, barrier, decl, guard, ld, lit, loop, lt, program, random_program,
                                    retyped, tensor, transform, v)
 
@@ -115,6 +117,37 @@ def test_a_point_that_does_not_recheck_is_not_trusted(monkeypatch):
     monkeypatch.setattr(isl_solve, "first_point", lambda cases: ("c", {"x": 7}))  # a broken solver
     out = solve.search([case])
     assert out.status == "unknown" and "not trusted" in out.reason
+
+
+@pytest.mark.parametrize("bound, holds_", [(3, True), (0, False)])
+def test_a_closed_existential_is_decided_by_its_witness_without_recursing(bound, holds_):
+    # exists y: 0 <= y < x and 2y = x - 2, closed at x = 2 * bound (holds exactly when bound > 0), under
+    # a disjunction and a conjunction: the residual query's point is re-checked on the body alone
+    x, y = Var("x"), Var("y")
+    body = conj(cmp("le", Const(0), y), cmp("lt", y, x), cmp("eq", arith("mul", Const(2), y), arith("sub", x, Const(2))))
+    f = conj(cmp("le", Const(0), x), disj(cmp("lt", x, Const(0)), exists(("y",), body)))
+    assert solve.decide_closed(f, {"x": 2 * bound}) is holds_
+
+
+def test_unbinding_a_barrier_ordered_exchange_is_decided():
+    # the barrier ordered the shared write before another thread's read; a parallel loop without its binding
+    # no longer orders them: dependence is disproved (the search re-checks a closed existential on the way)
+    p = shared_exchange(True)
+    t = transform(p, "bind", "t", "serial")
+    r = check_transform(p, t.program, t.tau, {"G": 1}, listed=t.obligations)
+    assert status(r, "dependence") == "disproved" and status(r, "noninterference") == "disproved"
+    assert "CONFIRMED" in r.verdicts("dependence")[0].witness.replay
+
+
+def test_an_exception_inside_an_obligation_makes_it_unknown(monkeypatch):
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("a solver bug")
+
+    monkeypatch.setattr(bounds, "check", broken)
+    r = check_program(shared_exchange(True))
+    (v,) = r.verdicts("bounds")
+    assert v.status == "unknown" and "ZeroDivisionError: a solver bug" in v.reason and not r.ok
+    assert status(r, "noninterference") == "proved"
 
 
 def test_z3_floor_division_matches_python_for_negative_divisors():
