@@ -3,7 +3,7 @@
 Every statement instance is enumerated (loops run over their concrete ranges, guards are
 evaluated), every access becomes a concrete cell, and each obligation is decided by
 looking at all of them: pairs of instances on one cell for ``noninterference`` and
-``dependence``, every participant for ``barrier_uniform``, every index for ``bounds``, and
+``dependence``, every participant for ``barrier_uniform``, every index and allocation extent for ``bounds``, and
 for a transform the concrete images of every new instance under tau for ``coverage`` and
 ``prefix_cut``. The order ``hb`` is computed from coordinates by the rules of ``order.py``
 written out directly, and "the same operation" compares the operations themselves: the
@@ -166,6 +166,9 @@ def brute_bounds(e: Enumeration) -> list[tuple]:
     out = []
     for s in e.m.statements:
         for x in e.instances(s):
+            if s.kind == "decl" and any(e.ev(n, x) < 0 for n in s.target.shape):
+                out.append(("negative extent", x, s.target.name))
+                continue
             for a in s.accesses:
                 for cell in e.cells(x, a):
                     shape = [e.ev(n, x) for n in a.buffer.shape]

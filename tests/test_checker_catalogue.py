@@ -284,3 +284,13 @@ def test_splitting_the_owner_loop_keeps_the_cut():
     p = owner_nest(False)
     t = transform(p, "split", "i", 2)
     check_all_proved(check_transform(p, t.program, t.tau))
+
+
+def test_an_allocation_of_negative_extent_is_disproved_with_the_sizes_as_witness():
+    # nothing accesses the buffer, yet at N = 0 it has extent -1: the allocation itself has no meaning
+    p = program("neg", ("N",), [tensor("Y", ("N",))], decl("t", (sub("N", 1),)),
+                loop(0, "i", "N", assign("Y", (v(0),), lit(1)), kind="parallel"))
+    r = check_program(p)
+    (w,) = [v.witness for v in r.verdicts("bounds")]
+    assert status(r, "bounds") == "disproved" and "negative extent" in w.summary and dict(w.sizes) == {"N": 0}
+    assert status(check_program(p, {"N": 1}), "bounds") == "proved"

@@ -18,7 +18,7 @@ from tilecert.checker import check_transform, forwarding
 from tilecert.checker.model import Model
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
-from tilecert.semantics.index import IConst, ISize, IVar, ibin
+from tilecert.semantics.index import IConst, ISize, IVar, evaluate, ibin
 from tilecert.semantics.loopinterp import interpret_loops
 from tilecert.semantics.sched.base import ScheduleError, Tau
 from tilecert.semantics.sched.privatize import privatize
@@ -224,6 +224,39 @@ def test_checker_proves_the_hand_made_privatization(extent):
     before = _accumulate(extent)
     verdicts = _transform_verdicts(before, privatize(before, "X", "i").program)
     assert all(v.proved for v in verdicts.values()), verdicts
+
+
+def _strided(extent=ISize("N")):
+    """``for i in [0, N): for j in [0, extent) (parallel): X[2j] += 1``: the tile spans 1 + 2 (extent - 1) cells."""
+    j = IVar(1, 0)
+    return _program([_loop(0, "i", [_loop(1, "j", [_add((ibin("mul", IConst(2), j),))], "parallel",
+                                          extent=extent)])], "X")
+
+
+def test_a_strided_tile_over_an_empty_loop_has_extent_zero_and_is_proved():
+    before = _strided()
+    t = privatize(before, "X", "i")
+    (tile,) = [st.buf for st in ir.walk(t.program.body) if isinstance(st, L.Decl)]
+    extents = [int(evaluate(tile.shape[0], {"N": n}, {})) for n in range(5)]
+    assert extents == [max(0, 2 * n - 1) for n in range(5)]  # not -1 at N = 0
+    verdicts = _transform_verdicts(before, t.program)
+    assert all(v.proved for v in verdicts.values()), verdicts
+
+
+def test_a_tile_of_negative_extent_is_disproved_with_the_sizes():
+    # the range 1 + 2 (N - 1) without its clamp: an allocation of extent -1 at N = 0, every access in bounds
+    before = _strided()
+    t = privatize(before, "X", "i")
+    unclamped = ibin("add", IConst(1), ibin("mul", IConst(2), ibin("sub", ISize("N"), IConst(1))))
+
+    def unclamp(node):
+        return dataclasses.replace(node, buf=dataclasses.replace(node.buf, shape=(unclamped,))) \
+            if isinstance(node, L.Decl) else node
+
+    after = _with_ops(t.program, [unclamp(st) for st in t.program.body.ops])
+    r = check_transform(before, after, Tau())
+    (v,) = r.verdicts("bounds")
+    assert v.status == "disproved" and "negative extent" in v.witness.summary and dict(v.witness.sizes)["N"] == 0
 
 
 def test_checker_does_not_prove_broken_privatizations():

@@ -9,7 +9,7 @@ access has the same outer part ``o`` and sits under the same chain of guards, th
 
 into
 
-    local acc: dtype[d_0, ..., d_{r-1}]                       d_a = max over accesses of 1 + sum_i c_i * (n_i - 1)
+    local acc: dtype[d_0, ..., d_{r-1}]             d_a = max(0, max over accesses of 1 + sum_i c_i * (n_i - 1))
     for u in [0, d):  if G and 0 <= o + u < shape:  acc[u] = target[o + u]      (init-load)
     for x in over { ... acc[t] ... }                          (each access remapped, guards kept)
     for u in [0, d):  if G and 0 <= o + u < shape:  target[o + u] = acc[u]      (store-back)
@@ -187,7 +187,7 @@ def privatize(p: ir.Program, target: str, over: str) -> Transformed:
         d = sizes[0]
         for other in sizes[1:]:
             d = ibin("max", d, other)
-        dims.append(d)
+        dims.append(ibin("max", IConst(0), d))  # an empty inner loop (n_i = 0) may make the range negative
     tile = fresh_buffer(f"{target}.acc", buffer_names(p))  # not `<target>_...`: that names a copy of target
     invariant: IExpr = IConst(1)
     inside = {lp.var} | {inner.var for inner in L.loops(lp.body)}
