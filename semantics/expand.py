@@ -13,8 +13,9 @@ statements over its result's dims:
   in buffers written back at the end of each iteration (through temporaries when a
   yield reads another carry, so all carries update at once); a reduce region whose
   update is a recognised merge (``s = s + e``, ``mma(a, b, s)``, ...) becomes ``Accum``
-  updates under reduce loops, any other reduce region a serial loop (reversed for
-  ``fold_right``).
+  updates under reduce loops, any other fold region a serial loop (reversed for
+  ``fold_right``); a tree-policy region without a known merge is refused, as the interpreter
+  refuses it (``tree_merges``).
 
 Every tile op of the DSL is anchored at its innermost enclosing parallel instance (capture
 rejects collective updates of ancestor values), so each op's distribution over its
@@ -27,7 +28,7 @@ from . import ir
 from . import loopir as L
 from .errors import CaptureError
 from .index import IBin, IConst, IExpr, INot, IVar, ibin
-from .interp import classify_updates
+from .interp import classify_updates, tree_merges
 from .ufuncs import identity
 from .dtypes import dtype_of
 
@@ -363,6 +364,8 @@ class Expander:
         arg_bufs = {a.id: b for a, b in zip(op.body.args, carry)}
         kind = {ir.Serial: "serial", ir.Pipeline: "pipeline", ir.Reduce: "reduce"}[type(op)]
         merges = classify_updates(op, self.types) if isinstance(op, ir.Reduce) else None
+        if isinstance(op, ir.Reduce) and op.policy not in ("fold_left", "fold_right"):
+            merges = tree_merges(op, merges)
         reverse = isinstance(op, ir.Reduce) and op.policy == "fold_right"
         if isinstance(op, ir.Reduce) and merges is not None:
             policy = "fold_left" if op.policy == "fold_right" else op.policy

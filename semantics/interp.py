@@ -870,12 +870,7 @@ class Interpreter:
         _, ext_f = self._shape_fn(op.extents, "reduce extent", op.loc)
 
         def run() -> None:
-            merges = self._region_merges(op)
-            if merges is None:
-                raise ExecutionError(f"reduce region with policy {op.policy} has an update with no known merge",
-                                     op.loc, "write the update as s = s + x (or *, max, min, -, mma), or use "
-                                             "policy='fold_left' for a strict fold")
-            self._tree_reduce(op, ext_f(), merges)
+            self._tree_reduce(op, ext_f(), tree_merges(op, self._region_merges(op)))
         return run
 
     def _region_merges(self, op: ir.Loop) -> Optional[list[Optional[str]]]:
@@ -1269,6 +1264,16 @@ def classify_updates(op: ir.Reduce, types: Mapping[int, ir.TileType]) -> Optiona
             merges.append("add")
             continue
         return None
+    return merges
+
+
+def tree_merges(op: ir.Reduce, merges: Optional[list[Optional[str]]]) -> list[Optional[str]]:
+    """``merges`` (``classify_updates(op)``) of a tree-policy reduce region; a tree needs a known merge for
+    every update, so None is refused (``ExecutionError`` at the region): its meaning is no fold."""
+    if merges is None:
+        raise ExecutionError(f"reduce region with policy {op.policy} has an update with no known merge",
+                             op.loc, "write the update as s = s + x (or *, max, min, -, mma), or use "
+                                     "policy='fold_left' for a strict fold")
     return merges
 
 

@@ -332,6 +332,36 @@ def test_region_merge_accumulates_under_the_region_policy():
     np.testing.assert_array_equal(out, a @ b)
 
 
+@tc.kernel
+def unmerged_reduce(X: tc.Tensor[i32, "N"], Out: tc.Tensor[i32, "P"], policy: str = "ordered_tree"):
+    s = tc.full(i32, (), 0)
+    for r in tc.reduction(X.shape[0], policy=policy):
+        s = s * 2 + X.at(r.index()).load()  # no merge: the contribution depends on the state
+    Out.at(0).store(s)
+
+
+@pytest.mark.parametrize("policy", ["ordered_tree", "unordered_tree"])
+def test_a_tree_region_without_a_known_merge_is_refused_as_the_interpreter_refuses_it(policy):
+    p = tc.capture(unmerged_reduce, policy=policy)
+    arrays = dict(X=np.ones(4, np.int32), Out=np.zeros(1, np.int32))
+    with pytest.raises(tc.TilecertError) as ran:
+        tc.run(p, **arrays)
+    with pytest.raises(tc.TilecertError) as expanded:
+        tc.expand(p)
+    assert type(expanded.value) is type(ran.value)
+    assert (expanded.value.message, expanded.value.loc, expanded.value.hint) == \
+        (ran.value.message, ran.value.loc, ran.value.hint)
+    assert "no known merge" in expanded.value.message and expanded.value.loc.line > 0
+
+
+@pytest.mark.parametrize("policy, want", [("fold_left", 15), ("fold_right", 15)])
+def test_a_fold_region_without_a_known_merge_is_a_serial_loop(policy, want):
+    q = tc.expand(tc.capture(unmerged_reduce, policy=policy))
+    assert not any(isinstance(st, L.Accum) for st in ir.walk(q.body))
+    assert "serial" in {lp.kind for lp in L.loops(q.body)}
+    assert tc.run(q, X=np.ones(4, np.int32), Out=np.zeros(1, np.int32))["Out"][0] == want
+
+
 # regressions: buffers that expansion used to share between live values
 @tc.kernel
 def carry_read_in_body(X: tc.Tensor[i32, "N"], Y: tc.Tensor[i32, "N"]):
