@@ -33,9 +33,10 @@ import islpy as isl
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
 from tilecert.semantics.affine import to_isl, var_name
-from tilecert.semantics.index import CMP_OPS, IBin, IExpr, INot, IVar
+from tilecert.semantics.index import CMP_OPS, IBin, IConst, IExpr, INot, IVar
 from tilecert.semantics.sched.base import substitute
 
+from .lower import bind_sizes_in
 from .program import Alloc, For, Guard, Lowered, Node, Seq, Store
 from .verdict import Validation, Verdict
 
@@ -178,23 +179,34 @@ class Space:
         ctx = [f"{p} >= 0" for p in self.params] + [f"{p} = {v}" for p, v in self.sizes.items()]
         self.context = " and ".join(ctx) or "true"
 
+    def bound(self, e: IExpr) -> IExpr:
+        """``e`` with the bound sizes substituted (constants refolded: ``M * N`` becomes affine)."""
+        return bind_sizes_in(e, self.sizes)
+
     def text(self, e: IExpr) -> str:
-        t = to_isl(e)
+        t = to_isl(self.bound(e))
         if t is None:
             raise NotAffine(f"{e} is not quasi-affine")
         return t
 
+    def cond(self, e: IExpr) -> str:
+        """isl text of condition ``e``; a constant (as ``(2 < N)`` becomes at ``N = 3``) is a truth value."""
+        b = self.bound(e)
+        if isinstance(b, IConst):
+            return "(0 = 0)" if b.value else "(1 = 0)"
+        return self.text(b)
+
     def conds(self, loops: list[tuple[int, IExpr, IExpr, str]], facts: Iterable[IExpr], shift: bool,
               extra: Iterable[IExpr] = ()) -> str:
         """The domain's constraints; ``extra`` conditions are already in the target namespace."""
-        parts = [self.context] + [self.text(e) for e in extra]
+        parts = [self.context] + [self.cond(e) for e in extra]
         for var, lo, hi, _ in loops:
             v = var_name(var + (OFFSET if shift else 0), 0)
             lo_t, hi_t = (self.text(lowered_names(lo)), self.text(lowered_names(hi))) if shift else \
                 (self.text(lo), self.text(hi))
             parts.append(f"{lo_t} <= {v} < {hi_t}")
         for f in facts:
-            parts.append(self.text(lowered_names(f) if shift else f))
+            parts.append(self.cond(lowered_names(f) if shift else f))
         return " and ".join(f"({p})" for p in parts)
 
     def vars(self, loops: list[tuple[int, IExpr, IExpr, str]], shift: bool) -> str:
@@ -269,13 +281,14 @@ def check_coverage(space: Space, sid: int, spec, sscope: Scope, copies: list[tup
                 covered = image
             low_acc = [(store.buf, store.index)] + [(b, i) for b, i, _, _ in accesses(store.value)]
             for (sb, sidx), (lb, lidx) in zip(spec_acc, low_acc):
-                want_idx = tuple(compose(e, store.origin) for e in sidx)
-                got_idx = tuple(lowered_names(e) for e in lidx)
+                want_idx = tuple(space.bound(compose(e, store.origin)) for e in sidx)
+                got_idx = tuple(space.bound(lowered_names(e)) for e in lidx)
                 if sb != lb or len(want_idx) != len(got_idx):
                     return Verdict("coverage", "disproved", subject, f"access of {sb} became an access of {lb}")
                 if want_idx == got_idx:
                     continue
-                if len(got_idx) == 1 and is_condition(got_idx[0]):  # a guard value: compare where it holds
+                if len(got_idx) == 1 and (is_condition(got_idx[0]) or is_condition(want_idx[0])):
+                    # a guard value (a constant once sizes are bound, on either side): compare where it holds
                     a = space.set(lscope.loops, lscope.facts, True, got_idx)
                     b = space.set(lscope.loops, lscope.facts, True, want_idx)
                     bad = a.subtract(b).union(b.subtract(a))

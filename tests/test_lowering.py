@@ -1,8 +1,10 @@
 """Lowering to the explicit loop program, and its translation validation with isl."""
 import dataclasses
 
+import numpy as np
 import pytest
 
+import test_checker_programs as P
 import tilecert as tc
 from examples import EXAMPLES
 from tilecert.lowering import LoweringError, format_lowered, lower, validate
@@ -130,6 +132,40 @@ def test_out_of_bounds_access_is_a_disproved_bounds_verdict():
         if isinstance(n, Store) else n]))
     bounds = [x for x in validate(p, oob, s.sizes).failures("bounds") if x.status == "disproved"]
     assert bounds and bounds[0].witness
+
+
+@pytest.mark.parametrize("name, sizes", [("gemm_i32", dict(M=7, N=6, K=5)), ("transpose", dict(M=5, N=7))])
+@pytest.mark.parametrize("op", ["fuse", "coalesce"])
+def test_fused_and_coalesced_schedules_with_bound_sizes_are_proved_emitted_and_run(name, sizes, op):
+    # the fused extent cdiv(M, bm) * cdiv(N, bn) is quasi-affine only once the bound sizes are substituted
+    s = tc.schedule(EXAMPLES[name].kernel, **sizes)
+    outer, inner = [lp.name for lp in s.loops()][:2]
+    s.fuse(outer, inner) if op == "fuse" else s.coalesce([outer, inner])
+    assert s.check().ok
+    _, v = lowered_of(s)
+    assert v.proved, str(v)
+    assert "translation validation: all obligations proved" in tc.emit(s).splitlines()[0]
+    arrays = EXAMPLES[name].make_inputs(np.random.default_rng(1), **sizes)
+    arrays = {k: a for k, a in arrays.items() if isinstance(a, np.ndarray)}
+    got = tc.compile(s)(**{k: a.copy() for k, a in arrays.items()})
+    want = s.run(**{k: a.copy() for k, a in arrays.items()})
+    for out in want:
+        np.testing.assert_array_equal(got[out], want[out], err_msg=out)
+
+
+def _size_guarded(sizes):
+    """``for i in [0, N): if 2 < N: Y[i] = (2 < N ? X[i] : 0)``: conditions that bound sizes make constants."""
+    c = P.lt(2, "N")
+    value = L.Sel(L.Ix(c, "bool"), P.ld("X", P.v(0)), P.lit(0), "i32")
+    p = P.program("cnd", ("N",), [P.tensor("X", ("N",), written=False), P.tensor("Y", ("N",))],
+                  P.loop(0, "i", "N", P.guard(c, P.assign("Y", (P.v(0),), value)), kind="parallel"))
+    return validate(p, lower(p, sizes), sizes)
+
+
+@pytest.mark.parametrize("n", [None, 2, 3, 5])
+def test_conditions_on_sizes_validate_as_truth_values_once_the_sizes_are_bound(n):
+    v = _size_guarded({} if n is None else {"N": n})
+    assert v.proved, str(v)
 
 
 def test_reduce_loop_bound_to_threads_updates_atomically():
