@@ -336,8 +336,8 @@ def brute_check_schedule(s: Any, sizes: Mapping[str, int], timeout_ms: int = 200
     first = Enumeration(Model(s.programs[0], sizes), sizes)
     out = [(names[0], kind, len(fn(first))) for kind, fn in PROGRAM_OBLIGATIONS.items()]
     for k, t in enumerate(s.transforms):
-        c = correspond(Model(s.programs[k], sizes), Model(s.programs[k + 1], sizes), t.tau, timeout_ms)
-        compared = through_temporaries(c, t.tau, timeout_ms)
+        c = correspond(Model(s.programs[k], sizes), Model(s.programs[k + 1], sizes), t.tau, timeout_ms, t.datamaps)
+        compared = through_temporaries(c, t.tau, timeout_ms, t.datamaps)
         if not isinstance(compared, str):
             tr = Transform(compared, sizes)
             out += [(names[k + 1], kind, len(fn(tr))) for kind, fn in TRANSFORM_OBLIGATIONS.items()]

@@ -9,8 +9,8 @@
   program before the op to the program after it (both as the schedule stored them, i.e.
   after the simplifier ran, so the simplifier's rewrites are checked too).
 
-A transform that introduces scalar temporaries or private tiles is compared through them
-(``forwarding.py``).
+A transform that introduces scalar temporaries or private tiles is compared through them, as
+its op declares them (``Transformed.datamaps``, ``forwarding.py``).
 An obligation kind an op lists that this checker does not discharge is reported unknown.
 Along a schedule, a program obligation proved before an op is re-checked after it only for
 the statements and pairs the op touched (the rest are, term for term, the same formulas).
@@ -25,6 +25,7 @@ from tilecert.semantics import ir
 from tilecert.semantics.expand import expand
 from tilecert.semantics.kernel import Kernel
 from tilecert.semantics.sched.base import Obligation, Tau
+from tilecert.semantics.sched.datamap import DataMap
 from tilecert.semantics.sched.schedule import Schedule
 
 from . import forwarding, replay as replays
@@ -68,10 +69,11 @@ def check_program(program: ir.Program, sizes: Optional[Mapping[str, int]] = None
 def check_transform(before: ir.Program, after: ir.Program, tau: Tau, sizes: Optional[Mapping[str, int]] = None, *,
                     target: Target = DEFAULT_TARGET, timeout_ms: int = DEFAULT_TIMEOUT_MS, replay: bool = True,
                     subject: str = "transform", listed: Sequence[Obligation] = (), final: bool = True,
-                    proved_before: Collection[str] = ()) -> Report:
-    """The obligations of rewriting ``before`` into ``after`` with coordinate map ``tau``. For the program
-    obligation kinds in ``proved_before`` (proved of ``before``), the statements and pairs the transform
-    left untouched (``Correspondence.kept``, ``kept_pair``) are not checked again."""
+                    proved_before: Collection[str] = (), datamaps: Sequence[DataMap] = ()) -> Report:
+    """The obligations of rewriting ``before`` into ``after`` with coordinate map ``tau``; ``datamaps`` are
+    the transform's declarations of the buffers it mints. For the program obligation kinds in
+    ``proved_before`` (proved of ``before``), the statements and pairs the transform left untouched
+    (``Correspondence.kept``, ``kept_pair``) are not checked again."""
     old = _model(before, sizes)
     if old.problems:
         raise CheckerError(f"the program before the transform is ill-formed: {old.problems[0]}",
@@ -82,8 +84,8 @@ def check_transform(before: ir.Program, after: ir.Program, tau: Tau, sizes: Opti
 
     def comparison() -> Any:
         if "compared" not in memo:
-            memo["c"] = correspond(old, new, tau, timeout_ms)
-            memo["compared"] = forwarding.through_temporaries(memo["c"], tau, timeout_ms)
+            memo["c"] = correspond(old, new, tau, timeout_ms, datamaps)
+            memo["compared"] = forwarding.through_temporaries(memo["c"], tau, timeout_ms, datamaps)
         return memo["compared"]
 
     def verdict(kind: str, module: Any) -> Verdict:
@@ -118,7 +120,8 @@ def check_schedule(s: Schedule, sizes: Optional[Mapping[str, int]] = None, *, ta
         proved = {r.kind for r in previous if r.verdict.proved}
         previous = check_transform(s.programs[k], s.programs[k + 1], t.tau, bound, target=target,
                                    timeout_ms=timeout_ms, replay=replay, subject=subjects(s)[k + 1],
-                                   listed=t.obligations, final=k == n - 1, proved_before=proved)
+                                   listed=t.obligations, final=k == n - 1, proved_before=proved,
+                                   datamaps=t.datamaps)
         report.extend(previous)
     return report
 

@@ -17,8 +17,10 @@ An *image* of ``s'`` is an old statement ``s`` with the applicable pieces, and t
 
 (``agreement.py``): the new instance performs the old one's operation. Images are chosen
 per new statement in program order, declarations first (their matching is the buffer
-correspondence: a declaration matches one of the same dtype, scope and rank whose name is
-the new one or a prefix of it followed by ``_``, the names copies of a body get). A
+correspondence, from the op's declarations, ``semantics.sched.datamap``: a declaration the
+op ``Renamed`` matches one of its original, a buffer it minted as a ``Copy`` or ``Forward``
+matches none, any other declaration one of the same name; each of the same dtype, scope and
+rank). A
 statement with several readings (alternative pieces with trivial guards, as the copies of
 a materializing unroll without inner loops have, or several matching old statements) takes
 the first whose relation covers its whole domain and claims old instances no earlier
@@ -31,11 +33,12 @@ image, which ``prefix_cut`` then judges instance by instance.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Sequence
 
 from tilecert.semantics.index import IConst, IExpr, IVar, free_vars
 from tilecert.semantics.sched.base import Piece as TauPiece
 from tilecert.semantics.sched.base import Tau
+from tilecert.semantics.sched.datamap import DataMap, Renamed
 
 from .agreement import agree
 from .formula import FALSE, Formula, cmp, cond_of, conj, disj, equal_all, exists, term_of
@@ -138,11 +141,12 @@ class Correspondence:
         return xo, self.relation(img, xn, xo, tau_part, full), extra
 
 
-def correspond(old: Model, new: Model, tau: Tau, timeout_ms: int) -> Correspondence:
+def correspond(old: Model, new: Model, tau: Tau, timeout_ms: int, datamaps: Sequence[DataMap] = ()) -> Correspondence:
+    """The correspondence of ``old`` and ``new`` under ``tau``, buffers matched by the op's ``datamaps``."""
     c = Correspondence(old, new)
     decls = [s for s in new.statements if s.kind == "decl"]
     for s in decls:
-        named = [o for o in _named_decls(old, s) if _agree_shape(c, o, s) != FALSE]
+        named = [o for o in _named_decls(old, s, datamaps) if _agree_shape(c, o, s) != FALSE]
         chosen = _choose(c, s, [(o, ps) for o in named for ps in _readings(tau, s, o)], timeout_ms)
         if chosen is not None:
             c.buffers[id(s.target)] = chosen.old.target
@@ -160,12 +164,14 @@ def correspond(old: Model, new: Model, tau: Tau, timeout_ms: int) -> Corresponde
     return c
 
 
-def _named_decls(old: Model, s: Stmt) -> list[Stmt]:
-    """Old declarations ``s`` may stand for, the best name match first."""
+def _named_decls(old: Model, s: Stmt, datamaps: Sequence[DataMap]) -> list[Stmt]:
+    """Old declarations ``s`` may stand for: those of the buffer the op declares it renamed from, none when
+    the op minted it (a copy or a forwarded value: a fresh buffer), else those of its own name."""
     name = s.node.buf.name
-    out = [o for o in old.statements if o.kind == "decl" and (o.node.buf.name == name or
-                                                              name.startswith(o.node.buf.name + "_"))]
-    return sorted(out, key=lambda o: (o.node.buf.name != name, -len(o.node.buf.name), o.id))
+    if any(d.buffer == name and not isinstance(d, Renamed) for d in datamaps):
+        return []
+    original = next((d.original for d in datamaps if isinstance(d, Renamed) and d.buffer == name), name)
+    return [o for o in old.statements if o.kind == "decl" and o.node.buf.name == original]
 
 
 def _readings(tau: Tau, new: Stmt, old: Stmt) -> list[tuple[Piece, ...]]:

@@ -1,8 +1,10 @@
 """Forwarding through temporaries: read a fresh buffer's loads as the value stored into it.
 
-A transform may introduce a buffer with no counterpart in the old program: a scalar temporary
-``f`` written by one store ``w: f[] = e`` and read by later statements (the common-load sharing
-after a materializing unroll). Such a program is compared with the old one through its
+A transform may introduce a buffer with no counterpart in the old program; the op declares what
+each one holds (``semantics.sched.datamap``), and a fresh buffer it does not declare leaves the
+comparison unknown. A ``Forward`` is a scalar temporary ``f`` written by one store
+``w: f[] = e`` (``e`` the declared expression) and read by later statements (the common-load
+sharing after a materializing unroll). Such a program is compared with the old one through its
 *inlined* form: every load of ``f`` replaced by ``e``, the store and the declaration dropped.
 That is exact when, for every reading instance ``r`` and the instance ``z`` of ``w`` that
 shares ``r``'s coordinates on ``w``'s loops (``w``'s loops must surround every reader):
@@ -16,7 +18,7 @@ program, or the reason it cannot: a temporary that is not a scalar, is written b
 or by several statements, or is read outside its store's loops, or a point where (1)-(3)
 fail (with the instances).
 
-A fresh buffer may instead be a *private tile* ``f`` of a buffer ``target`` (``privatize``): one
+A ``Copy`` is a *private tile* ``f`` of a buffer ``target`` (``privatize``): one
 load ``f[u] = target[cell(u)]`` and one store-back ``target[cell(u)] = f[u]``, each over ``f``'s
 owner loops and one loop per axis, and users that read and update ``f`` in between. Such a
 program is compared through its *restored* form: every access ``f[t]`` turned into
@@ -29,12 +31,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Mapping, Sequence, Union
 
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
 from tilecert.semantics.index import IExpr, IVar
+from tilecert.semantics.printer import sexpr
 from tilecert.semantics.sched.base import Tau, substitute_many
+from tilecert.semantics.sched.datamap import Copy, DataMap, Forward
 
 from .correspondence import Correspondence, correspond
 from .formula import Term, conj, differ, disj, term_of
@@ -45,43 +49,59 @@ from .solve import Case, search
 
 
 
-def through_temporaries(c: Correspondence, tau: Tau, timeout_ms: int) -> Union[Correspondence, str]:
+def through_temporaries(c: Correspondence, tau: Tau, timeout_ms: int,
+                        datamaps: Sequence[DataMap] = ()) -> Union[Correspondence, str]:
     """``c`` when the transform introduced no buffer; otherwise the correspondence of the old program with
-    the new one, its private tiles restored and its scalar temporaries inlined, or the reason the
-    temporaries cannot be read through."""
+    the new one, the private tiles ``datamaps`` declare restored and its forwarded temporaries inlined, or
+    the reason the fresh buffers cannot be read through."""
     if not c.fresh or c.new.problems:
         return c
-    tiles = [t for t in (tile_of(c.new, f) for f in c.fresh) if t is not None]
-    if tiles:
+    declared = {d.buffer: d for d in datamaps if isinstance(d, (Copy, Forward))}
+    undeclared = [f.name for f in c.fresh if f.name not in declared]
+    if undeclared:
+        return f"the transform introduces buffers ({', '.join(undeclared)}) without declaring what they hold"
+    copies = [(f, declared[f.name]) for f in c.fresh if isinstance(declared[f.name], Copy)]
+    if copies:
+        names = ", ".join(f.name for f, _ in copies)
+        tiles = [tile_of(c.new, f, d.source) for f, d in copies]
+        wrong = next((t for t in tiles if isinstance(t, str)), None)
+        if wrong is not None:
+            return f"the transform introduces private tiles ({names}) and {wrong}"
         restored = restore(c.new, tiles, timeout_ms)
-        names = ", ".join(t.f.name for t in tiles)
         if isinstance(restored, str):
             return f"the transform introduces private tiles ({names}) and {restored}"
         m = Model(restored, c.new.sizes)
         if m.problems:
             return f"the program with the private tiles ({names}) restored is ill-formed: {m.problems[0]}"
-        c = correspond(c.old, m, tau, timeout_ms)
+        c = correspond(c.old, m, tau, timeout_ms, datamaps)
         if not c.fresh:
             return c
-    inlined = inline(c.new, c.fresh, timeout_ms)
+    inlined = inline(c.new, c.fresh, {n: d.expression for n, d in declared.items() if isinstance(d, Forward)},
+                     timeout_ms)
     if isinstance(inlined, str):
         return f"the transform introduces temporaries ({', '.join(b.name for b in c.fresh)}) and {inlined}"
-    return correspond(c.old, Model(inlined, c.new.sizes), tau, timeout_ms)
+    return correspond(c.old, Model(inlined, c.new.sizes), tau, timeout_ms, datamaps)
 
 
-def inline(m: Model, fresh: list[BufferRec], timeout_ms: int) -> Union[ir.Program, str]:
-    """The program of ``m`` with the temporaries ``fresh`` forwarded, or why that is not exact."""
+def inline(m: Model, fresh: list[BufferRec], expressions: Mapping[str, L.SExpr],
+           timeout_ms: int) -> Union[ir.Program, str]:
+    """The program of ``m`` with the temporaries ``fresh`` forwarded, or why that is not exact: each must be
+    a scalar written by one store of its declared expression (``expressions``)."""
     values: dict[int, L.SExpr] = {}
     drop: set[int] = set()
     cases: list[Case] = []
     fresh_names = Names()
     for f in fresh:
+        if f.name not in expressions:
+            return f"{f.name} is declared a copy, not a forwarded value"
         if f.shape:
             return f"temporary {f.name} is not a scalar"
         writers = [s for s in m.statements if s.target is f and s.kind != "decl"]
         if len(writers) != 1 or writers[0].kind != "assign":
             return f"temporary {f.name} is not written by exactly one store"
         w = writers[0]
+        if w.node.value != expressions[f.name]:
+            return f"temporary {f.name} is stored {sexpr(w.node.value)}, not the declared {sexpr(expressions[f.name])}"
         readers = [s for s in m.statements if any(a.buffer is f and a.mode == "read" for a in s.accesses)]
         for s in readers:
             if len(w.loops) > len(s.loops) or any(a.node is not b.node for a, b in zip(w.loops, s.loops)):
@@ -151,9 +171,10 @@ class Tile:
         return Inst(s, {**{v: x.at[v] for v in s.vars[:n]}, **dict(zip(s.vars[n:], u))})
 
 
-def tile_of(m: Model, f: BufferRec) -> Optional[Tile]:
-    """``f`` as a private tile: loaded by exactly one transfer from and stored by exactly one transfer to one
-    buffer of its dtype, every statement accessing it inside its owner loops, neither name shadowed."""
+def tile_of(m: Model, f: BufferRec, source: str) -> Union[Tile, str]:
+    """``f``, declared a private copy of ``source``, as a tile: loaded by exactly one transfer from and stored
+    by exactly one transfer to ``source``, of its dtype, every statement accessing it inside its owner loops,
+    neither name shadowed; otherwise why the declaration does not hold."""
     owner = f.owner_loops
 
     def inside(s: Stmt) -> bool:
@@ -166,14 +187,18 @@ def tile_of(m: Model, f: BufferRec) -> Optional[Tile]:
                 and (s.node.index if dst is f else s.node.value.index) == u)
 
     users = [s for s in m.statements if s.kind != "decl" and any(a.buffer is f for a in s.accesses)]
-    loads = [s for s in users if s.target is f and transfer(s, f, s.accesses[0].buffer)]
-    if len(loads) != 1 or loads[0].accesses[0].buffer is f or not all(map(inside, users)):
-        return None
+    if not all(map(inside, users)):
+        return f"{f.name} is accessed outside the loops that own it"
+    loads = [s for s in users if s.target is f and transfer(s, f, s.accesses[0].buffer)
+             and s.accesses[0].buffer.name == source]
+    if len(loads) != 1:
+        return f"{f.name} is not loaded from {source} by exactly one transfer"
     target = loads[0].accesses[0].buffer
     stores = [s for s in users if transfer(s, target, f)]
-    unique = all(sum(b.name == x.name for b in m.buffers) == 1 for x in (f, target))
-    if len(stores) != 1 or target.dtype != f.dtype or not unique:
-        return None
+    if len(stores) != 1:
+        return f"{f.name} is not stored back to {source} by exactly one transfer"
+    if target.dtype != f.dtype or not all(sum(b.name == x.name for b in m.buffers) == 1 for x in (f, target)):
+        return f"{f.name} and {source} differ in dtype or one of their names is declared twice"
     return Tile(f, target, loads[0], stores[0], tuple(s for s in users if s not in (loads[0], stores[0])))
 
 

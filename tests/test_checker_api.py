@@ -19,6 +19,7 @@ from tilecert.semantics import loopir as L
 from tilecert.semantics.ir import walk
 from tilecert.semantics.index import IBin, ISize
 from tilecert.semantics.sched.base import Obligation, Piece, Tau, subst_node
+from tilecert.semantics.sched.datamap import Forward
 
 from test_checker_catalogue import block_kernel, owner_nest, stencil
 from test_checker_programs import (accum, add, assign, decl, ld, lit, loop, mul, plus, program, retyped, tensor,
@@ -106,7 +107,7 @@ def test_z3_timeout_is_unknown():
     p = program("fz", ("N", "M"), [tensor("A", ("N", "M"))],
                 loop(0, "i", "N", loop(1, "j", "M", assign("A", (v(0), v(1)), lit(1)))))
     t = transform(p, "fuse", "i", "j")
-    r = check_transform(p, t.program, t.tau, timeout_ms=1)
+    r = check_transform(p, t.program, t.tau, timeout_ms=1, datamaps=t.datamaps)
     assert r.status("coverage") == "unknown" and "z3" in r.verdicts("coverage")[0].reason
     assert not r.ok
 
@@ -151,7 +152,7 @@ def test_temporaries_introduced_by_a_transform_are_compared_through_their_values
     p = program("cse", ("N",), tensors, loop(0, "j", 2, accum("A", (v(0),), plus(ld("X", 0), ld("Y", v(0))))))
     t = transform(p, "unroll", "j", True)
     assert "X_cse" in {st.buf.name for st in walk(t.program.body) if isinstance(st, L.Decl)}
-    assert check_transform(p, t.program, t.tau, {"N": 3}).ok
+    assert check_transform(p, t.program, t.tau, {"N": 3}, datamaps=t.datamaps).ok
 
 
 def test_a_stale_temporary_is_unknown():
@@ -162,9 +163,11 @@ def test_a_stale_temporary_is_unknown():
                   accum("A", (0,), ld("t")), assign("X", (0,), lit(7)),
                   accum("A", (1,), ld("t")), assign("X", (0,), lit(7)))
     tau = Tau((Piece(((0, L.IConst(0)),)), Piece(((0, L.IConst(1)),))))
-    r = check_transform(p, new, tau)
+    r = check_transform(p, new, tau, datamaps=(Forward("t", ld("X", 0)),))
     reason = r.verdicts("coverage")[0].reason
     assert r.status("coverage") == "unknown" and "X, read into t, is written" in reason
+    r = check_transform(p, new, tau, datamaps=(Forward("t", ld("X", 1)),))  # a declaration that does not hold
+    assert "t is stored X[0], not the declared X[1]" in r.verdicts("coverage")[0].reason
 
 
 def test_a_conflict_through_a_data_dependent_select_is_unknown():
@@ -207,7 +210,7 @@ def test_every_obligation_kind_is_reached_proved_and_disproved():
     note(check_program(block_kernel(True)))
     q = stencil(1)
     t = transform(q, "swap", "i", "j")
-    note(check_transform(q, t.program, t.tau))
+    note(check_transform(q, t.program, t.tau, datamaps=t.datamaps))
     new, tau = owner_nest(True)
     note(check_transform(owner_nest(False), new, tau))
     note(check_program(program("oob", ("N",), [tensor("A", ("N",))], loop(0, "i", "N", assign("A", (add(v(0), 1),),

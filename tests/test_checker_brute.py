@@ -76,10 +76,10 @@ def test_symbolic_program_verdicts_hold_at_every_small_size(p):
             assert brute(Enumeration(Model(p, {"N": n}), {"N": n})), (kind, w.lines())
 
 
-def check_transform_agrees(p, new, tau, sizes):
+def check_transform_agrees(p, new, tau, sizes, datamaps=()):
     """Symbolic and brute-force transform verdicts agree; returns the report."""
-    r = check_transform(p, new, tau, sizes, replay=False, final=False)
-    c = through_temporaries(correspond(Model(p, sizes), Model(new, sizes), tau, 2000), tau, 2000)
+    r = check_transform(p, new, tau, sizes, replay=False, final=False, datamaps=datamaps)
+    c = through_temporaries(correspond(Model(p, sizes), Model(new, sizes), tau, 2000, datamaps), tau, 2000, datamaps)
     if isinstance(c, str):  # temporaries that cannot be read through
         assert r.status("coverage") == "unknown"
         return r
@@ -104,17 +104,17 @@ def check_transform_agrees(p, new, tau, sizes):
 @given(st.data())
 def test_transform_verdicts_equal_brute_force_at_bound_sizes(data):
     p = data.draw(random_program())
-    new, tau, _ = data.draw(random_transform(p))
-    check_transform_agrees(p, new, tau, BOUND)
+    new, tau, _, datamaps = data.draw(random_transform(p))
+    check_transform_agrees(p, new, tau, BOUND, datamaps)
 
 
 @settings(max_examples=300 if FULL else 60, **SETTINGS)
 @given(st.data())
 def test_proved_transforms_preserve_the_interpreters_results(data):
     p = data.draw(random_program())
-    new, tau, choice = data.draw(random_transform(p))
+    new, tau, choice, datamaps = data.draw(random_transform(p))
     before = check_program(p, BOUND, replay=False)
-    after = check_transform(p, new, tau, BOUND, replay=False, final=False)
+    after = check_transform(p, new, tau, BOUND, replay=False, final=False, datamaps=datamaps)
     if not (before.ok and after.ok):
         return
     for seed in range(2):
@@ -130,10 +130,10 @@ def test_proved_transforms_preserve_the_interpreters_results(data):
 @given(st.data())
 def test_symbolic_transform_verdicts_hold_at_every_small_size(data):
     p = data.draw(random_program())
-    new, tau, _ = data.draw(random_transform(p))
-    r = check_transform(p, new, tau, replay=False, final=False)
+    new, tau, _, datamaps = data.draw(random_transform(p))
+    r = check_transform(p, new, tau, replay=False, final=False, datamaps=datamaps)
     for n in range(4):
-        bound = check_transform_agrees(p, new, tau, {"N": n})
+        bound = check_transform_agrees(p, new, tau, {"N": n}, datamaps)
         for kind in ("coverage", "prefix_cut", "dependence"):
             if r.status(kind) == "proved" and bound.status("coverage") == "proved":
                 assert bound.status(kind) == "proved", (kind, n)

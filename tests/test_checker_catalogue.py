@@ -41,7 +41,7 @@ def stencil(read_j_offset: int):
 def test_interchange_across_a_1_minus_1_dependence_is_disproved():
     p = stencil(1)
     t = transform(p, "swap", "i", "j")
-    r = check_transform(p, t.program, t.tau)
+    r = check_transform(p, t.program, t.tau, datamaps=t.datamaps)
     assert status(r, "dependence") == "disproved"
     assert status(r, "coverage") == "proved"
     w = r.verdicts("dependence")[0].witness
@@ -53,7 +53,7 @@ def test_interchange_across_a_1_minus_1_dependence_is_disproved():
 def test_interchange_across_a_1_0_dependence_is_proved():
     p = stencil(0)
     t = transform(p, "swap", "i", "j")
-    check_all_proved(check_transform(p, t.program, t.tau))
+    check_all_proved(check_transform(p, t.program, t.tau, datamaps=t.datamaps))
 
 
 # ----------------------------------------------------------------------------- parallel over a scalar reduction
@@ -77,7 +77,7 @@ def test_parallel_loop_over_a_scalar_reduction_is_disproved():
 def test_binding_a_reduction_over_distinct_cells_to_cores_is_proved():
     p = reduction(True)
     t = transform(p, "bind", "r", "core")
-    check_all_proved(check_transform(p, t.program, t.tau))
+    check_all_proved(check_transform(p, t.program, t.tau, datamaps=t.datamaps))
 
 
 def test_ordered_reduction_updates_do_not_commute():
@@ -239,7 +239,7 @@ def nest3(carried_by_i: bool):
 def test_swapping_inner_loops_under_a_le_direction_is_disproved():
     p = nest3(False)
     t = transform(p, "swap", "j", "k")
-    r = check_transform(p, t.program, t.tau)
+    r = check_transform(p, t.program, t.tau, datamaps=t.datamaps)
     assert status(r, "dependence") == "disproved"
     w = r.verdicts("dependence")[0].witness
     coords = [dict(i.coords) for i in w.instances[:2]]
@@ -250,7 +250,7 @@ def test_swapping_inner_loops_under_a_le_direction_is_disproved():
 def test_swapping_inner_loops_under_a_lt_direction_is_proved():
     p = nest3(True)
     t = transform(p, "swap", "j", "k")
-    check_all_proved(check_transform(p, t.program, t.tau))
+    check_all_proved(check_transform(p, t.program, t.tau, datamaps=t.datamaps))
 
 
 # ----------------------------------------------------------------------------- prefix cut: flattening across an owner
@@ -283,7 +283,7 @@ def test_flat_bijection_across_an_owned_cut_is_disproved_with_two_prefixes():
 def test_splitting_the_owner_loop_keeps_the_cut():
     p = owner_nest(False)
     t = transform(p, "split", "i", 2)
-    check_all_proved(check_transform(p, t.program, t.tau))
+    check_all_proved(check_transform(p, t.program, t.tau, datamaps=t.datamaps))
 
 
 def test_an_allocation_of_negative_extent_is_disproved_with_the_sizes_as_witness():

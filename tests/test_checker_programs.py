@@ -235,11 +235,12 @@ HAND_CHOICES = ("reverse", "kind", "shift", "rehome")
 
 
 @st.composite
-def random_transform(draw: Any, p: ir.Program) -> tuple[ir.Program, Tau, str]:
+def random_transform(draw: Any, p: ir.Program) -> tuple[ir.Program, Tau, str, tuple]:
     """A transform of ``p``: a registry op (split, swap, fuse, bind, partition, pad, materializing
     unroll) where it applies, or a hand-made one that is often wrong (reverse a loop, change a
     loop's kind, shift one statement's index, move the local buffer's declaration one loop in).
-    An op that refuses the program gives the identity."""
+    An op that refuses the program gives the identity. Returns the new program, tau, the choice and
+    the op's declarations of the buffers it mints (``Transformed.datamaps``)."""
     loops = list(L.loops(p.body))
     choice = draw(st.sampled_from(OP_CHOICES + HAND_CHOICES))
     banded = [lp for lp in loops if len(lp.body.ops) == 1 and isinstance(lp.body.ops[0], L.Loop)]
@@ -252,7 +253,7 @@ def random_transform(draw: Any, p: ir.Program) -> tuple[ir.Program, Tau, str]:
             t = transform(p, "split", target.name, draw(st.integers(1, 3)), tail)
         elif choice in ("swap", "fuse"):
             if inner is None:
-                return p, Tau(), "identity"
+                return p, Tau(), "identity", ()
             t = transform(p, choice, target.name, inner.name)
         elif choice == "bind":
             t = transform(p, "bind", target.name, draw(st.sampled_from(["core", "vector", "unrolled"])))
@@ -268,7 +269,7 @@ def random_transform(draw: Any, p: ir.Program) -> tuple[ir.Program, Tau, str]:
             t = Transformed(new, Tau((Piece(((target.var, rev),)),)), ())
         elif choice == "rehome":  # the declaration of T moves into the loop after it (one allocation per iteration)
             if not decls:
-                return p, Tau(), "identity"
+                return p, Tau(), "identity", ()
             outer = next(lp for lp in loops if decls[0] in lp.body.ops)
             nxt = next(s for s in outer.body.ops if isinstance(s, L.Loop))
             body = tuple(s for s in outer.body.ops if s is not decls[0])
@@ -283,8 +284,8 @@ def random_transform(draw: Any, p: ir.Program) -> tuple[ir.Program, Tau, str]:
             new_stmt = dataclasses.replace(old, index=tuple(ibin("add", e, IConst(shift)) for e in old.index))
             t = Transformed(dataclasses.replace(p, body=_replace_stmt(p.body, old, new_stmt)), Tau(), ())
     except TilecertError:
-        return p, Tau(), "identity"
-    return t.program, t.tau, choice
+        return p, Tau(), "identity", ()
+    return t.program, t.tau, choice, t.datamaps
 
 
 # ----------------------------------------------------------------------------- the builders themselves

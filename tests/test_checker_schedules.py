@@ -137,7 +137,7 @@ def test_random_schedules_agree_with_brute_force_and_keep_results(data):
     # reuse of earlier proofs along the history changes no verdict
     for k, t in enumerate(s.transforms):
         alone = check_transform(s.programs[k], s.programs[k + 1], t.tau, s.sizes, replay=False,
-                                final=k == len(s.transforms) - 1)
+                                final=k == len(s.transforms) - 1, datamaps=t.datamaps)
         along = [res for res in r if res.subject.startswith(f"op {k}: ")]
         assert [(x.kind, x.status) for x in alone] == [(x.kind, x.status) for x in along if x.kind in
                                                        {y.kind for y in alone}]

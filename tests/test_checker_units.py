@@ -134,7 +134,7 @@ def test_unbinding_a_barrier_ordered_exchange_is_decided():
     # no longer orders them: dependence is disproved (the search re-checks a closed existential on the way)
     p = shared_exchange(True)
     t = transform(p, "bind", "t", "serial")
-    r = check_transform(p, t.program, t.tau, {"G": 1}, listed=t.obligations)
+    r = check_transform(p, t.program, t.tau, {"G": 1}, listed=t.obligations, datamaps=t.datamaps)
     assert status(r, "dependence") == "disproved" and status(r, "noninterference") == "disproved"
     assert "CONFIRMED" in r.verdicts("dependence")[0].witness.replay
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import tilecert as tc
+from tilecert.checker import check_transform
 from examples import EXAMPLES
 from tilecert import i32
 from tilecert.semantics import ir
@@ -21,6 +22,7 @@ from tilecert.semantics.sched import Schedule
 from tilecert.semantics.sched.base import ScheduleError
 from tilecert.semantics.sched.bind import bind
 from tilecert.semantics.sched.cse import cse_loads
+from tilecert.semantics.sched.datamap import Forward, Renamed
 from tilecert.semantics.sched.expand_zero import expand_zero
 from tilecert.semantics.sched.pad import pad
 from tilecert.semantics.sched.simplify import census
@@ -31,6 +33,13 @@ def scale1d(X: tc.Tensor[i32, "N"], Y: tc.Tensor[i32, "N"]):
     N = X.shape[0]
     for i in tc.parallel(N):
         Y.at(i.index()).store(X.at(i.index()).load() * 3 + 1)
+
+
+@tc.kernel
+def broadcast(X: tc.Tensor[i32, "N"], Y: tc.Tensor[i32, "N"]):
+    for nest in tc.parallel(tc.cdiv(X.shape[0], 4)):
+        first = X.at(nest.index() * 4).load()  # a scalar t0, broadcast over the row
+        Y.tile((nest.index() * 4,), (4,)).store(X.tile((nest.index() * 4,), (4,)).load() + first)
 
 
 @tc.kernel
@@ -55,6 +64,7 @@ def _one_d(rng, N):
 KERNELS = {  # kernel, make_inputs(rng, **sizes)
     "scale1d": (scale1d, _one_d),
     "stencil": (stencil, _one_d),
+    "broadcast": (broadcast, _one_d),
     "gemm": (EXAMPLES["gemm"].kernel, EXAMPLES["gemm"].make_inputs),
     "gemm_i32": (EXAMPLES["gemm_i32"].kernel, EXAMPLES["gemm_i32"].make_inputs),
     "softmax": (EXAMPLES["softmax"].kernel, EXAMPLES["softmax"].make_inputs),
@@ -231,6 +241,27 @@ def test_unroll_materialize_register_blocks_gemm_with_shared_loads():
         check()
 
 
+def test_unroll_materialize_of_a_broadcast_scalar_declares_its_temporary_and_is_proved():
+    # every copy reads t0[]: CSE shares it through t0_cse, which only its declaration (a Forward of
+    # t0[]) tells apart from a copy of t0's declaration
+    s, check = make("broadcast", N=8)
+    s.unroll("add2.N", materialize=True)
+    assert s.transforms[-1].datamaps == (Forward("t0_cse", L.Ld("t0", (), "i32")),)
+    r = s.check()
+    assert r.ok and r.counts()["proved"] == len(list(r)), r.explain()
+    check()
+
+
+def test_buffers_an_op_mints_without_declaring_them_are_never_matched():
+    s, _ = make("broadcast", N=8)
+    s.unroll("add2.N", materialize=True)
+    t = s.transforms[-1]
+    r = check_transform(s.programs[0], s.programs[1], t.tau, s.sizes, replay=False)  # no datamaps given
+    for kind in ("coverage", "prefix_cut", "dependence"):
+        (v,) = r.verdicts(kind)
+        assert v.status == "unknown" and "(t0_cse) without declaring what they hold" in v.reason, v
+
+
 def test_unroll_materialize_copies_inner_loops_and_buffers_under_fresh_names():
     s, check = make("gemm_i32", M=7, N=6, K=15)  # bk = 7: the pipeline runs ceil(15 / 7) = 3 steps
     handles = s.unroll("k", materialize=True)
@@ -239,6 +270,8 @@ def test_unroll_materialize_copies_inner_loops_and_buffers_under_fresh_names():
     assert "k" not in [r[1] for r in tree(s)]
     decls = [st.buf.name for st in ir.walk(s.program.body) if isinstance(st, L.Decl)]
     assert {"t2_u0", "t2_u1", "t2_u2", "t3_u2"} <= set(decls) and len(decls) == len(set(decls))
+    renamed = {d.buffer: d.original for d in s.transforms[-1].datamaps if isinstance(d, Renamed)}
+    assert renamed == {f"{b}_u{k}": b for b in ("t2", "t3") for k in range(3)}
     assert len(s.transforms[-1].tau.pieces) == 3
     check()
     s.split("load1.K.u2", 2)  # the copies are separately schedulable
@@ -265,16 +298,23 @@ def test_cse_side_condition():
     def st(buf, value, k=0):
         return L.Assign(buf, (IConst(k),), value)
 
-    def temps(out):
-        return [s.buf.name for s in out if isinstance(s, L.Decl)]
+    def temps(result):
+        out, forwards = result
+        names = [s.buf.name for s in out if isinstance(s, L.Decl)]
+        assert [f.buffer for f in forwards] == names  # every temporary is declared, with the load it forwards
+        assert all(f.expression == next(s.value for s in out if isinstance(s, L.Assign) and s.buf == f.buffer)
+                   for f in forwards)
+        return names
 
     add = lambda x, y: L.Bin("add", x, y, "i32")  # noqa: E731
-    out = cse_loads((st("Y", a0), st("Z", add(a0, a1)), st("Y", a0, 1)), {"A", "Y", "Z"})
-    assert temps(out) == ["A_cse"] and out[1] == L.Assign("A_cse", (), a0)
+    result = cse_loads((st("Y", a0), st("Z", add(a0, a1)), st("Y", a0, 1)), {"A", "Y", "Z"})
+    out = result[0]
+    assert temps(result) == ["A_cse"] and out[1] == L.Assign("A_cse", (), a0)
     assert out[2].value == L.Ld("A_cse", (), "i32") and out[4].value == L.Ld("A_cse", (), "i32")
     # a write of A in between (at any index) ends the group; the writing statement's own load still belongs to it
-    out = cse_loads((st("Y", a0), st("A", add(a0, a0), 5), st("Z", a0)), {"A", "Y", "Z"})
-    assert temps(out) == ["A_cse"] and out[-1] == st("Z", a0)
+    result = cse_loads((st("Y", a0), st("A", add(a0, a0), 5), st("Z", a0)), {"A", "Y", "Z"})
+    out = result[0]
+    assert temps(result) == ["A_cse"] and out[-1] == st("Z", a0)
     assert out[3].value == add(L.Ld("A_cse", (), "i32"), L.Ld("A_cse", (), "i32"))
     # a barrier in between ends the group too
     assert temps(cse_loads((st("Y", a0), L.Barrier("block"), st("Z", a0)), set())) == []
@@ -282,7 +322,7 @@ def test_cse_side_condition():
     guarded = L.Sel(L.Ix(IConst(1), "bool"), a0, ZERO, "i32")
     assert temps(cse_loads((st("Y", guarded), st("Z", a0)), set())) == []
     # ... but a later conditional occurrence reuses an unconditional first one
-    out = cse_loads((st("Y", a0), st("Z", guarded)), set())
+    out, _ = cse_loads((st("Y", a0), st("Z", guarded)), set())
     assert out[3].value == L.Sel(L.Ix(IConst(1), "bool"), L.Ld("A_cse", (), "i32"), ZERO, "i32")
     # loads inside nested statements are never counted
     inner = _loop(9, "l", [st("Y", a0)], IConst(2))

@@ -21,6 +21,7 @@ from tilecert.semantics import loopir as L
 from tilecert.semantics.index import IConst, ISize, IVar, evaluate, ibin
 from tilecert.semantics.loopinterp import interpret_loops
 from tilecert.semantics.sched.base import ScheduleError, Tau
+from tilecert.semantics.sched.datamap import Copy
 from tilecert.semantics.sched.privatize import privatize
 
 
@@ -180,7 +181,8 @@ def test_restored_program_computes_what_the_privatized_one_computes():
     s = tc.schedule(EXAMPLES["gemm_i32"].kernel, M=5, N=6, K=7)
     s.privatize("t0", "k")
     m = Model(s.program, s.sizes)
-    tiles = [forwarding.tile_of(m, b) for b in m.buffers if b.name == "t0.acc"]
+    assert s.transforms[-1].datamaps == (Copy("t0.acc", "t0"),)
+    tiles = [forwarding.tile_of(m, b, "t0") for b in m.buffers if b.name == "t0.acc"]
     restored = forwarding.restore(m, tiles, 2000)
     assert not any(isinstance(st, L.Decl) and st.buf.name == "t0.acc" for st in ir.walk(restored.body))
     arrays = inputs("gemm_i32", M=5, N=6, K=7)
@@ -215,8 +217,9 @@ def _shift_store(node):
     return dataclasses.replace(node, index=(ibin("add", node.index[0], IConst(1)),))
 
 
-def _transform_verdicts(before, after):
-    return {r.kind: r.verdict for r in check_transform(before, after, Tau()) if r.kind in TRANSFORM}
+def _transform_verdicts(before, after, datamaps=(Copy("X.acc", "X"),)):
+    """The transform verdicts, the tile declared as ``privatize`` declares it."""
+    return {r.kind: r.verdict for r in check_transform(before, after, Tau(), datamaps=datamaps) if r.kind in TRANSFORM}
 
 
 @pytest.mark.parametrize("extent", [IConst(4), ISize("N")])
@@ -254,7 +257,7 @@ def test_a_tile_of_negative_extent_is_disproved_with_the_sizes():
             if isinstance(node, L.Decl) else node
 
     after = _with_ops(t.program, [unclamp(st) for st in t.program.body.ops])
-    r = check_transform(before, after, Tau())
+    r = check_transform(before, after, Tau(), datamaps=t.datamaps)
     (v,) = r.verdicts("bounds")
     assert v.status == "disproved" and "negative extent" in v.witness.summary and dict(v.witness.sizes)["N"] == 0
 
@@ -263,17 +266,21 @@ def test_checker_does_not_prove_broken_privatizations():
     before = _accumulate(ISize("N"))
     after = privatize(before, "X", "i").program
     decl_, init, loop, store = after.body.ops
-    not_a_tile = "X.acc is not a scalar"  # without both transfers: no private tile, nor a scalar temporary
     outside = "accesses a cell of X.acc outside the window"
-    broken = {
-        "store-back dropped": ([decl_, init, loop], not_a_tile),
-        "load from X dropped (X starts nonzero)": ([decl_, loop, store], not_a_tile),
+    broken = {  # the tile is declared a copy of X: a missing transfer breaks the declaration
+        "store-back dropped": ([decl_, init, loop], "X.acc is not stored back to X by exactly one transfer"),
+        "load from X dropped (X starts nonzero)": ([decl_, loop, store], "X.acc is not loaded from X by exactly one"),
         "store-back before the loop": ([decl_, init, store, loop], outside),
         "store-back to the next cell": ([decl_, init, loop, _shift_store(store)], "is not stored back to it"),
     }
     for what, (ops, reason) in broken.items():
         for kind, v in _transform_verdicts(before, _with_ops(after, ops)).items():
             assert v.status == "unknown" and reason in v.reason, (what, kind, v)
+    # the tile undeclared, or declared a copy of another buffer: nothing says what it holds, or it does not
+    for datamaps, reason in (((), "(X.acc) without declaring what they hold"),
+                             ((Copy("X.acc", "Y"),), "X.acc is not loaded from Y by exactly one transfer")):
+        for kind, v in _transform_verdicts(before, after, datamaps).items():
+            assert v.status == "unknown" and reason in v.reason, (datamaps, kind, v)
     # every update to tile cell 0: the restored program updates X[0] for every j, which the old one does not
     wrong = _transform_verdicts(before, _with_ops(after, [decl_, init, _tile_index(loop, (IConst(0),)), store]))
     assert wrong["coverage"].status == "disproved"

@@ -1,7 +1,7 @@
 """What every schedule op shares: results, tau, obligations, and loop-tree surgery.
 
 A schedule op is a function ``(program, args) -> Transformed(program', tau, obligations,
-handles)``. ``tau`` maps the execution coordinates of the new program to the old ones
+handles, datamaps)``. ``tau`` maps the execution coordinates of the new program to the old ones
 whose work they perform (seed 004): for each old loop variable an expression over new
 variables, plus the guard under which a new coordinate is active. Obligations name what
 must hold for the rewrite to preserve meaning; the checker discharges them.
@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator, Optional
 
 from .. import ir
 from .. import loopir as L
+from . import datamap
 from ..affine import Context
 from ..errors import TilecertError
 from ..index import IBin, IConst, IExpr, INot, IVar, evaluate, free_vars, ibin, size_names
@@ -66,10 +67,13 @@ class Tau:
 
 @dataclass(frozen=True)
 class Transformed:
+    """An op's result; ``datamaps`` declare what each buffer the op mints stands for (``datamap.py``)."""
+
     program: ir.Program
     tau: Tau
     obligations: tuple[Obligation, ...]
     handles: tuple[str, ...] = ()
+    datamaps: tuple[datamap.DataMap, ...] = ()
 
 
 # ----------------------------------------------------------------------------- generic rewriting
@@ -441,8 +445,9 @@ class Copier:
     """Copies of loop bodies that sit side by side in one program (materializing unroll, partition).
 
     Each copy substitutes a value for the copied loop's variable; every loop inside gets a fresh
-    variable and the name ``<name>.<tag>`` (made unique), and every buffer declared inside the
-    name ``<buffer>_<tag>``, so each copy stays addressable and declares its own buffers.
+    variable and the name ``<name>.<tag>`` (made unique), and every buffer declared inside a
+    fresh name ``<buffer>_<tag>``, so each copy stays addressable and declares its own buffers;
+    ``renamed`` declares each such buffer (``datamap.Renamed``).
     """
 
     def __init__(self, p: ir.Program) -> None:
@@ -450,6 +455,7 @@ class Copier:
         self.new_var = fresh_var(p)
         self.loop_names = {lp.name for lp in L.loops(p.body)}
         self.buffers = buffer_names(p)
+        self.renamed: list[datamap.Renamed] = []
 
     def loop_name(self, base: str) -> str:
         """A loop name built from ``base`` that no loop of the program or of an earlier copy has."""
@@ -462,6 +468,7 @@ class Copier:
         new = {lp.var: (self.new_var(), self.loop_name(f"{lp.name}.{tag}")) for lp in inner}
         bufs = {st.buf.name: fresh_buffer(f"{st.buf.name}_{tag}", self.buffers)
                 for st in ir.walk(body) if isinstance(st, L.Decl)}
+        self.renamed += [datamap.Renamed(new, old) for old, new in bufs.items()]
         values = {var: value, **{old: IVar(v, 0) for old, (v, _) in new.items()}}
 
         def rebuild(node: Any) -> Any:

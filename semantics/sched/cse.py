@@ -33,6 +33,7 @@ from typing import Any
 from .. import ir
 from .. import loopir as L
 from .base import fresh_buffer
+from .datamap import Forward
 
 
 def _occurrences(e: L.SExpr, conditional: bool = False) -> list[tuple[L.Ld, bool]]:
@@ -74,8 +75,9 @@ def _clobbers(st: Any) -> tuple[set[str], bool]:
     return written, barrier
 
 
-def cse_loads(stmts: tuple, taken: set[str]) -> tuple:
-    """``stmts`` with each repeated load group served by one scalar temporary (names avoid ``taken``)."""
+def cse_loads(stmts: tuple, taken: set[str]) -> tuple[tuple, tuple[Forward, ...]]:
+    """``stmts`` with each repeated load group served by one scalar temporary (names avoid ``taken``),
+    and the declaration of each temporary: it forwards the load it replaces."""
     groups: list[tuple[L.Ld, int, list[int]]] = []  # (load, first statement, statements using it)
     live: dict[L.Ld, int] = {}  # load -> its open group
     for j, st in enumerate(stmts):
@@ -91,10 +93,12 @@ def cse_loads(stmts: tuple, taken: set[str]) -> tuple:
             del live[ld]
     before: dict[int, list] = {}
     temps: dict[int, dict[L.Ld, str]] = {}
+    forwards: list[Forward] = []
     for ld, first, uses in groups:
         if len(uses) < 2:
             continue
         t = fresh_buffer(f"{ld.buf}_cse", taken)
+        forwards.append(Forward(t, ld))
         loc = stmts[first].loc
         before.setdefault(first, []).extend([L.Decl(L.Buffer(t, ld.dtype, (), "local"), loc),
                                              L.Assign(t, (), ld, loc)])
@@ -104,4 +108,4 @@ def cse_loads(stmts: tuple, taken: set[str]) -> tuple:
     for j, st in enumerate(stmts):
         out.extend(before.get(j, ()))
         out.append(dataclasses.replace(st, value=_replace(st.value, temps[j])) if j in temps else st)
-    return tuple(out)
+    return tuple(out), tuple(forwards)

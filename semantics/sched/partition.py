@@ -12,7 +12,8 @@ arithmetic changes; each segment's narrowed range lets the simplifier decide the
 that depend on ``i`` (an epilogue-free main segment: partition at the last full tile, then
 split the main segment). Each copy of ``B`` is made by the same copier as a materializing
 unroll: loops inside get fresh variables and names ``<name>.s<j>``, buffers declared inside
-``<buffer>_s<j>``. Handles: the segment names.
+``<buffer>_s<j>``. Handles: the segment names. Datamaps: each copied buffer is ``Renamed`` from
+its original.
 
 Preconditions (``ScheduleError`` otherwise): ``breakpoints`` is a non-empty list of ints,
 strictly increasing, and strictly inside ``(s, e)`` wherever that is decidable (bound sizes,
@@ -82,7 +83,7 @@ def partition(p: ir.Program, loop: str, breakpoints: list, *,
                    f"{loop!r}, so every iteration keeps its place", (loop,)),
     )
     return Transformed(with_body(p, replace_loop(p.body, lp, segments)), Tau(tuple(pieces)), obligations,
-                       tuple(handles))
+                       tuple(handles), tuple(copier.renamed))
 
 
 # ----------------------------------------------------------------------------- breakpoints

@@ -21,7 +21,7 @@ or inside it). Varying conjuncts (pad masks over the iterations, output masks on
 own index) stay on the accesses alone. The tile is a routine-local array, so a backend's
 compiler can keep it in registers: materialize the loops over its axes afterwards
 (``unroll(..., materialize=True)``) to make its indices constants. Handles: the init-load
-loops, then the store-back loops.
+loops, then the store-back loops. Datamaps: the tile is a ``Copy`` of ``target``.
 
 Preconditions (``ScheduleError`` otherwise): ``over`` is not parallel and not bound to
 hardware; ``target`` is a buffer, not declared inside ``over``, read or written there at
@@ -54,6 +54,7 @@ from .. import loopir as L
 from ..index import IConst, IExpr, IVar, free_vars, ibin, linear
 from .base import (Obligation, ScheduleError, Tau, Transformed, buffer_names, buffer_type, conj, fresh_buffer,
                    fresh_name, fresh_var, hardware_bound, nest, replace_loop, the_loop, with_body)
+from .datamap import Copy
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,7 @@ def privatize(p: ir.Program, target: str, over: str) -> Transformed:
         for other in sizes[1:]:
             d = ibin("max", d, other)
         dims.append(ibin("max", IConst(0), d))  # an empty inner loop (n_i = 0) may make the range negative
-    tile = fresh_buffer(f"{target}.acc", buffer_names(p))  # not `<target>_...`: that names a copy of target
+    tile = fresh_buffer(f"{target}.acc", buffer_names(p))
     invariant: IExpr = IConst(1)
     inside = {lp.var} | {inner.var for inner in L.loops(lp.body)}
     for g in accesses[0].guards:
@@ -235,4 +236,5 @@ def privatize(p: ir.Program, target: str, over: str) -> Transformed:
                    f"{over!r}: the updated cells their final value, the others the value they were loaded with",
                    (over,) + handles),
     )
-    return Transformed(with_body(p, replace_loop(p.body, lp, new)), Tau(), obligations, handles)
+    return Transformed(with_body(p, replace_loop(p.body, lp, new)), Tau(), obligations, handles,
+                       (Copy(tile, target),))

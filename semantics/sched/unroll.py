@@ -11,7 +11,8 @@
   buffer declared inside ``B`` the name ``<buffer>_u<k>``. The copies are then simplified in
   the loop's context (their constant indices decide guards) and repeated loads among their
   top-level statements are shared through scalar temporaries (``cse.py``, whose side
-  condition makes that rewrite exact). Handles: the names of the copies' loops.
+  condition makes that rewrite exact). Handles: the names of the copies' loops. Datamaps: each
+  copied buffer is ``Renamed`` from its original, each temporary ``Forward``s its load.
 
 Legality: tau maps copy ``k`` (and its inner loops) to iteration ``i = s + k`` (and the
 original inner loops); the copies perform ``s, ..., s + n - 1`` once each in increasing
@@ -55,7 +56,7 @@ def unroll(p: ir.Program, loop: str, materialize: bool = False, *,
     copies = [copier.copy(lp.body, lp.var, IConst(start + k), f"u{k}") for k in range(n)]
     block = ir.Block((), tuple(st for c in copies for st in c.body.ops))
     block = simplify_block(block, context_at(p, lp, bound_sizes))
-    stmts = cse_loads(block.ops, copier.buffers)
+    stmts, forwards = cse_loads(block.ops, copier.buffers)
     tau = Tau(tuple(c.piece(lp.var, IConst(start + k)) for k, c in enumerate(copies)))
     obligations = (
         Obligation("coverage", "unroll", f"copy k performs iteration {start} + k of {loop!r}, for k in [0, {n})",
@@ -63,4 +64,5 @@ def unroll(p: ir.Program, loop: str, materialize: bool = False, *,
         Obligation("dependence", "unroll", f"the copies run in increasing k, the serial order of {loop!r}", (loop,)),
     )
     handles = tuple(inner.name for inner in L.loops(ir.Block((), stmts)))
-    return Transformed(with_body(p, replace_loop(p.body, lp, list(stmts))), tau, obligations, handles)
+    return Transformed(with_body(p, replace_loop(p.body, lp, list(stmts))), tau, obligations, handles,
+                       tuple(copier.renamed) + forwards)
