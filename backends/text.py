@@ -3,9 +3,10 @@
 - ``c_comment(text)``: ``/* <text> */`` with ``text`` written as Python's ``ascii()`` writes a
   string, without the quotes (backslash, newline, tab, every non-printable and non-ASCII
   character escaped, so the comment is one ASCII line), then every ``*/`` broken as ``*\\/``
-  (unambiguous: a backslash of the text is already ``\\\\``). Whatever the text, the
-  comment ends only at its own ``*/``; text past ``COMMENT_LIMIT`` characters is cut and
-  marked ``...``.
+  and every ``/*`` as ``/\\*`` (unambiguous: a backslash of the text is already ``\\\\``; a
+  backslash between ``*`` and ``/`` creates no new pair). Whatever the text, the comment
+  ends only at its own ``*/`` and holds no nested ``/*``; text past ``COMMENT_LIMIT``
+  characters is cut and marked ``...``.
 - ``c_ident(prefix, name, n)``: ``<prefix><n>_<name reduced>``, where the name's runs of
   characters other than ASCII letters and digits become one ``_`` (so no ``__``, reserved
   in C and C++) and it is cut to ``IDENT_LIMIT`` characters. The prefix (letters and
@@ -22,7 +23,7 @@ IDENT_LIMIT = 24
 
 def comment_text(text: str) -> str:
     """``text`` as one ASCII line that cannot close a C comment (the escaping of ``c_comment``)."""
-    escaped = ascii(str(text))[1:-1].replace("*/", "*\\/")
+    escaped = ascii(str(text))[1:-1].replace("*/", "*\\/").replace("/*", "/\\*")
     return escaped if len(escaped) <= COMMENT_LIMIT else escaped[:COMMENT_LIMIT] + "..."
 
 
