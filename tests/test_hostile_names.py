@@ -27,6 +27,9 @@ from tilecert.backends.cuda import cases as gpu_cases
 from tilecert.backends.cuda import nvcc_check
 from tilecert.backends.cuda.suite import SuiteCase, write_suite
 from tilecert.backends.text import c_comment, c_ident
+from tilecert.checker.formula import Const, Var, arith, cmp, conj, size_var
+from tilecert.checker.obligations.common import sizes_of
+from tilecert.checker.solve import Case, search
 from tilecert.lowering.validation import witness
 from tilecert.semantics.sched.partition import partition_breakpoints
 from tilecert.semantics.sched.simplify import census, simplify
@@ -151,6 +154,17 @@ def test_solver_names_are_reserved_injective_and_read_back():
 def test_solver_names_are_injective(a, b):
     assert (solver_name(a) == solver_name(b)) == (a == b)
     assert user_name(solver_name(a)) == a
+
+
+@pytest.mark.parametrize("a, b", [("exists", "Ñ"), ("i0_0", "p_N"), ("*/", "a\nb"), ("NaN", "z")])
+def test_isl_and_z3_points_name_the_users_sizes(a, b):
+    x, y = Var(size_var(a)), Var(size_var(b))
+    bounds = conj(cmp("lt", Const(1), x), cmp("lt", x, y))
+    affine = search([Case("lin", conj(bounds, cmp("eq", arith("add", x, y), Const(7)),
+                                      cmp("eq", arith("sub", y, x), Const(3))))])  # one point: (2, 5)
+    product = search([Case("mul", conj(bounds, cmp("eq", arith("mul", x, y), Const(15))))])
+    assert (affine.status, affine.engine, product.status, product.engine) == ("point", "isl", "point", "z3")
+    assert dict(sizes_of(affine.point)) == {a: 2, b: 5} and dict(sizes_of(product.point)) == {a: 3, b: 5}
 
 
 def test_lowering_witnesses_name_the_users_sizes():
