@@ -220,7 +220,8 @@ class CudaEmitter(Emitter):
         name, ctype = self.names[node.buf], C_TYPES[node.dtype]
         bound = self.launch.plan.shared.get(p)
         if bound is None:
-            self.emit(f"{ctype} {name}[{size}] = {{}};  " + c_comment(f"{node.scope} {node.buf} (thread-private)"), depth)
+            self.emit(f"{ctype} {name}[{size}] = {{}};  " + c_comment(f"{node.scope} {node.buf} (thread-private)"),
+                      depth)
             return
         copies, offset = 1, "0"
         for d in self.launch.dims:
@@ -236,7 +237,8 @@ class CudaEmitter(Emitter):
         if copies == 1:
             self.emit(f"__shared__ {ctype} {name}[{size}];  " + c_comment(note), depth)
         else:
-            self.emit(f"__shared__ {ctype} {name}_s[{copies * size}];  " + c_comment(f"{note} ({copies} copies)"), depth)
+            self.emit(f"__shared__ {ctype} {name}_s[{copies * size}];  " + c_comment(f"{note} ({copies} copies)"),
+                      depth)
             self.emit(f"{ctype} *const {name} = {name}_s + {offset} * {size};", depth)
         lin, count = "0", "1"
         for d in self.launch.dims:
@@ -321,7 +323,8 @@ class CudaEmitter(Emitter):
                 self.declare(node)
                 name, ctype = self.names[node.buf], C_TYPES[node.dtype]
                 count = " * ".join(f"tc_max({self.index(s)}, 0)" for s in node.shape) or "1"
-                self.emit(f"tc_device_buffer {name}_d;  " + c_comment(f"{node.scope} {node.buf} (device memory)"), depth)
+                self.emit(f"tc_device_buffer {name}_d;  " + c_comment(f"{node.scope} {node.buf} (device memory)"),
+                          depth)
                 self.emit(f"if (!tc_alloc({name}_d, {count} * (int64_t)sizeof({ctype}), err)) return 1;", depth)
                 self.emit(f"{ctype} *const {name} = ({ctype} *){name}_d.p;", depth)
                 self.host_allocs.append(node.buf)

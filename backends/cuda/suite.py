@@ -6,8 +6,8 @@ random contents drawn like the differential harness's), ``expected/t<k>.npy`` (t
 interpreter's outputs, checked mode) and ``case.json`` (the tensors in argument order with
 their names, dtypes and tolerances, the size values). No user name becomes a path: files
 are numbered, and a case whose name is not ``[A-Za-z0-9_]+`` (under ``demos/`` for the
-demos) is written to ``case-<k>`` (``k``: its position in the suite). ``DIR/run.py`` (``suite_runner.py``; python3 + numpy + nvcc + the CUDA runtime)
-builds and runs them; ``DIR/README.md`` says how, and how to run compute-sanitizer.
+demos) is written to ``case-<k>`` (``k``: its position in the suite). ``DIR/run.py``
+(``suite_runner.py``; python3 + numpy + nvcc + the CUDA runtime) builds and runs them; ``DIR/README.md`` says how, and how to run compute-sanitizer.
 ``DIR/demos/`` holds the racy and divergent variants of the shared-memory programs, which
 ``run.py --demos`` runs under the compute-sanitizer tool that must report them.
 
