@@ -8,8 +8,9 @@ Rule: the size (dimension) named ``n`` is the solver variable ``p_`` + ``encode(
   (``min``, ``exists``, ``NaN``, ``Ñ`` ... all start with ``p_`` once mangled);
 - is injective (``_`` always opens an escape), so two sizes never share a variable;
 - never equals a generated name: no generated name starts with ``p_`` (loop variables are
-  ``i<region>_<axis>``, instance coordinates ``<stem><var>`` with a one-letter stem, tuple
-  names ``S<k>`` / ``N<k>``, value variables ``o<k>`` / ``z`` / ``e<k>``).
+  ``i<region>_<axis>``, instance coordinates a letter stem, maybe a counter, then the loop
+  number: ``a3``, ``z0_3``; tuple names ``S<k>`` / ``N<k>``; value variables ``o<k>``,
+  ``z``, ``e<k>``).
 
 ``user_name`` inverts the mapping, so witnesses shown to users name the user's sizes.
 """
