@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Optional, Union
 
 from tilecert.semantics.index import IBin, IConst, IExpr, INot, ISize, IVar
+from tilecert.semantics.solver_names import solver_name
 
 from .errors import CheckerError
 
@@ -202,7 +203,8 @@ class Env:
 
 
 def size_var(name: str) -> str:
-    return f"p_{name}"
+    """The variable of a free size: the reserved solver namespace (``semantics.solver_names``)."""
+    return solver_name(name)
 
 
 def term_of(e: IExpr, env: Env) -> Term:

@@ -17,11 +17,12 @@ it to z3 instead).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Optional
 
 import islpy as isl
+
+from tilecert.semantics.solver_names import solver_name
 
 from .correspondence import Correspondence
 from .formula import Const, Formula, Term, Var, conj, variables
@@ -41,7 +42,8 @@ class Polyhedral:
 
 
 def buffer_space(b: BufferRec) -> str:
-    name = re.sub(r"\W", "_", b.name)
+    """The isl tuple name of a buffer: its name in the solver namespace, a declared one with its id."""
+    name = solver_name(b.name)
     return name if b.decl is None else f"{name}_d{b.decl.id}"
 
 

@@ -34,6 +34,7 @@ from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
 from tilecert.semantics.affine import to_isl, var_name
 from tilecert.semantics.index import CMP_OPS, IBin, IConst, IExpr, INot, IVar
+from tilecert.semantics.solver_names import solver_name, user_name
 from tilecert.semantics.sched.base import substitute
 
 from .lower import bind_sizes_in
@@ -171,12 +172,12 @@ class NotAffine(Exception):
 
 
 class Space:
-    """isl text for one program: its size parameters (>= 0, bound ones fixed)."""
+    """isl text for one program: its size parameters (>= 0, bound ones fixed), by solver name."""
 
     def __init__(self, size_names: Iterable[str], sizes: Mapping[str, int]) -> None:
-        self.params = sorted(set(size_names) | set(sizes))
+        self.params = sorted(solver_name(n) for n in set(size_names) | set(sizes))
         self.sizes = dict(sizes)
-        ctx = [f"{p} >= 0" for p in self.params] + [f"{p} = {v}" for p, v in self.sizes.items()]
+        ctx = [f"{p} >= 0" for p in self.params] + [f"{solver_name(p)} = {v}" for p, v in self.sizes.items()]
         self.context = " and ".join(ctx) or "true"
 
     def bound(self, e: IExpr) -> IExpr:
@@ -236,11 +237,12 @@ def parse(cls, text: str):
 
 
 def witness(s: isl.Set, names: list[str]) -> dict[str, int]:
-    """A point of nonempty ``s``: its parameters and coordinates, by name."""
+    """A point of nonempty ``s``: its parameters (by the user's size names) and coordinates, by name."""
     pt = s.sample_point()
     out: dict[str, int] = {}
     for k in range(s.dim(isl.dim_type.param)):
-        out[s.get_dim_name(isl.dim_type.param, k)] = int(pt.get_coordinate_val(isl.dim_type.param, k).to_python())
+        param = s.get_dim_name(isl.dim_type.param, k)
+        out[user_name(param) or param] = int(pt.get_coordinate_val(isl.dim_type.param, k).to_python())
     for k, name in enumerate(names):
         out[name] = int(pt.get_coordinate_val(isl.dim_type.set, k).to_python())
     return out

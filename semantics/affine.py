@@ -3,7 +3,9 @@
 ``to_isl`` renders an index expression in isl's syntax, or returns None when it is not
 quasi-affine (a product of two non-constant terms, division by a non-constant). A
 ``Context`` collects the loop variables in scope with their ranges and the guards that
-hold, and decides whether a condition always, never or sometimes holds there.
+hold, and decides whether a condition always, never or sometimes holds there. A size is
+written as its solver name (``solver_names``), so no user name is read as isl syntax or
+meets a generated variable.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Optional
 import islpy as isl
 
 from .index import IBin, IConst, IExpr, INot, ISize, IVar, free_vars, size_names
+from .solver_names import solver_name
 
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "=", "ne": "!="}
 
@@ -26,7 +29,7 @@ def to_isl(e: IExpr) -> Optional[str]:
     if isinstance(e, IConst):
         return str(e.value) if e.value >= 0 else f"({e.value})"
     if isinstance(e, ISize):
-        return e.name
+        return solver_name(e.name)
     if isinstance(e, IVar):
         return var_name(e.region, e.axis)
     if isinstance(e, INot):  # a constant operand is a truth value, as for and / or below
@@ -75,10 +78,11 @@ class Context:
         return Context(self.sizes, list(self.vars), self.facts + [cond])
 
     def _params(self, exprs: list[IExpr]) -> list[str]:
-        names: set[str] = set()
+        """The sizes ``exprs`` and the bindings read, as solver names."""
+        names: set[str] = set(self.sizes)
         for e in exprs:
             names |= size_names(e)
-        return sorted(names)
+        return sorted(solver_name(n) for n in names)
 
     def domain(self, extra: list[IExpr]) -> Optional[isl.Set]:
         """The set of variable values in scope where the facts hold (None if not affine)."""
@@ -95,9 +99,8 @@ class Context:
             if t is not None:  # a non-affine fact is dropped: the domain only grows, which stays sound
                 conds.append(t)
         for name, value in self.sizes.items():
-            conds.append(f"{name} = {value}")
+            conds.append(f"{solver_name(name)} = {value}")
         params = self._params(exprs)
-        params += [n for n in self.sizes if n not in params]
         for p in params:
             conds.append(f"{p} >= 0")
         vs = ", ".join(var_name(r, a) for r, a, _, _ in self.vars)

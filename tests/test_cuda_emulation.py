@@ -217,8 +217,8 @@ def test_gpu_suite_folder_is_self_contained_and_its_runner_passes(tmp_path):
     spec = json.loads((folder / "tree_reduction" / "case.json").read_text())
     assert spec["sizes"] == [203, 27] and spec["tensors"][1] == {"name": "Y", "dtype": "i32", "written": True,
                                                                  "tol": 0.0}
-    x = np.load(folder / "tree_reduction" / "inputs" / "X.npy")
-    y = np.load(folder / "tree_reduction" / "expected" / "Y.npy")
+    x = np.load(folder / "tree_reduction" / "inputs" / "t0.npy")
+    y = np.load(folder / "tree_reduction" / "expected" / "t1.npy")
     assert np.array_equal(y, [x[8 * g:8 * g + 8].sum() for g in range(27)])
     assert not list((folder / "demos" / "halo_stencil_racy" / "expected").iterdir())
     assert "compute-sanitizer --tool racecheck" in (folder / "README.md").read_text()
@@ -230,7 +230,7 @@ def test_gpu_suite_folder_is_self_contained_and_its_runner_passes(tmp_path):
     res = run_suite(folder, path_prefix=f"{shim}{os.pathsep}")
     assert res.stdout.splitlines() == ["PASS tree_reduction", "PASS gemm", "2 passed, 0 failed"], res.stdout
     assert res.returncode == 0
-    np.save(folder / "gemm" / "expected" / "C.npy", np.load(folder / "gemm" / "expected" / "C.npy") + 1)
+    np.save(folder / "gemm" / "expected" / "t2.npy", np.load(folder / "gemm" / "expected" / "t2.npy") + 1)
     res = run_suite(folder, "gemm", path_prefix=f"{shim}{os.pathsep}")
     assert res.stdout.splitlines()[0].startswith("FAIL gemm: C[0, 0]: expected") and res.returncode == 1
     assert res.stdout.splitlines()[-1] == "0 passed, 1 failed"

@@ -7,6 +7,7 @@ from tilecert.lowering import Lowered, Validation, ValidationError, lower, valid
 from tilecert.semantics import ir
 from tilecert.semantics.serialize import digest
 
+from ..text import c_comment
 from . import build
 from .emit import emit_c, standalone_main
 from .runner import CKernel
@@ -31,7 +32,8 @@ def status(validation: Validation) -> str:
 def emit(program: ir.Program, sizes: Mapping[str, int]) -> str:
     """Validated C source for ``program`` with ``sizes`` compiled in."""
     lp, validation = validated(program, sizes)
-    return f"/* tilecert C backend: kernel {lp.name}; translation validation: {status(validation)} */\n" + emit_c(lp)
+    return c_comment(f"tilecert C backend: kernel {lp.name}; translation validation: {status(validation)}") + "\n" \
+        + emit_c(lp)
 
 
 def compile_c(program: ir.Program, sizes: Mapping[str, int], sanitize: bool = False) -> CKernel:

@@ -14,18 +14,20 @@ plain loop); ``Seq`` is a braced block; an ``Alloc`` declares a zeroed array on 
 a ``calloc``'d one freed at the end of its block, so buffers declared inside a parallel
 loop are private to each thread; an atomic update is an ``omp critical`` section.
 
-Identifiers never come from user text unchecked: every C name is a fixed prefix, a
-number and the DSL name reduced to ``[A-Za-z0-9_]``; comments hold only such text.
+Identifiers never come from user text unchecked: every C name is ``text.c_ident`` (a fixed
+prefix, a number and the DSL name reduced to ``[A-Za-z0-9_]``) and every comment is
+``text.c_comment`` (escaped to one ASCII line that cannot close the comment).
 """
 from __future__ import annotations
 
 import math
-import re
+
 from tilecert.lowering.program import Alloc, For, Guard, Lowered, LoweringError, Node, Seq, Store, Sync, walk
 from tilecert.semantics import loopir as L
 from tilecert.semantics.dtypes import dtype_of
 from tilecert.semantics.index import IBin, IConst, IExpr, INot, ISize, IVar, free_vars
 
+from ..text import c_comment, c_ident
 from .prelude import INT_TYPES, prelude
 
 SYMBOL = "tc_kernel"
@@ -35,15 +37,6 @@ _INDEX_OPS = {"add": "+", "sub": "-", "mul": "*", "lt": "<", "le": "<=", "gt": "
               "ne": "!=", "and": "&&", "or": "||"}
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 _MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh"}
-
-
-def clean(name: str, limit: int = 24) -> str:
-    """``name`` reduced to C identifier characters (for names and comments)."""
-    return re.sub(r"[^A-Za-z0-9_]", "_", str(name))[:limit]
-
-
-def comment(text: str) -> str:
-    return "/* " + re.sub(r"[^A-Za-z0-9_.,:=()\[\] +-]", "_", text)[:120] + " */"
 
 
 def _float_literal(value: float, dtype: str) -> str:
@@ -64,9 +57,9 @@ class Emitter:
         self.names: dict[str, str] = {}
         self.dtypes: dict[str, str] = {}
         self.shapes: dict[str, tuple[IExpr, ...]] = {}
-        self.sizes = {s: f"S{k}_{clean(s)}" for k, s in enumerate(lp.sizes)}
+        self.sizes = {s: c_ident("S", s, k) for k, s in enumerate(lp.sizes)}
         for k, t in enumerate(lp.tensors):
-            self.names[t.name] = f"T{k}_{clean(t.name)}"
+            self.names[t.name] = c_ident("T", t.name, k)
             self.dtypes[t.name] = t.dtype
             self.shapes[t.name] = t.shape
         self.counter = 0
@@ -153,22 +146,22 @@ class Emitter:
             self.body(node.body, depth + 1, in_threads, in_simd)
             self.emit("}", depth)
         elif isinstance(node, Seq):
-            self.emit("{ " + comment(node.label), depth)
+            self.emit("{ " + c_comment(node.label), depth)
             self.body(node.body, depth + 1, in_threads, in_simd)
             self.emit("}", depth)
         elif isinstance(node, Alloc):
             self.declare(node)
             size = math.prod(s.value for s in node.shape)  # stack buffers have constant shapes
             self.emit(f"{C_TYPES[node.dtype]} {self.names[node.buf]}[{max(size, 1)}] = {{0}};  "
-                      + comment(f"{node.scope} {node.buf}"), depth)
+                      + c_comment(f"{node.scope} {node.buf}"), depth)
         elif isinstance(node, Store):
             self.store(node, depth)
         elif isinstance(node, Sync):
-            self.emit(comment(f"{node.scope} barrier: participants run in sequence here"), depth)
+            self.emit(c_comment(f"{node.scope} barrier: participants run in sequence here"), depth)
 
     def declare(self, node: Alloc) -> None:
         self.counter += 1
-        self.names[node.buf] = f"b{self.counter}_{clean(node.buf)}"
+        self.names[node.buf] = c_ident("b", node.buf, self.counter)
         self.dtypes[node.buf] = node.dtype
         self.shapes[node.buf] = node.shape
 
@@ -177,7 +170,7 @@ class Emitter:
         name, ctype = self.names[node.buf], C_TYPES[node.dtype]
         count = " * ".join(f"(size_t)tc_max({self.index(s)}, 0)" for s in node.shape) or "1"
         self.emit(f"{ctype} *{name} = ({ctype} *)calloc({count} + 1, sizeof({ctype}));  "
-                  + comment(f"{node.scope} {node.buf}"), depth)
+                  + c_comment(f"{node.scope} {node.buf}"), depth)
         self.emit(f"if ({name} == NULL) {{ tc_fail(err, TC_ERR_NO_MEMORY); }} else {{", depth)
         self.body(rest, depth + 1, in_threads, in_simd)
         self.emit(f"free({name});", depth + 1)
@@ -202,7 +195,7 @@ class Emitter:
         for k, g in enumerate(chain):
             v = f"i{g.var}"
             text = f"for (int64_t {v} = {self.index(g.lo)}; {v} < {self.index(g.hi)}; ++{v}) {{"
-            self.emit(text + "  " + comment(note if k == 0 else f"{g.name}: collapsed"), depth + k)
+            self.emit(text + "  " + c_comment(note if k == 0 else f"{g.name}: collapsed"), depth + k)
         inner = chain[-1]
         self.body(inner.body, depth + len(chain), in_threads or mode == "threads", in_simd or mode == "simd")
         for k in reversed(range(len(chain))):
@@ -212,7 +205,7 @@ class Emitter:
         dt = self.dtypes.get(st.buf)
         if dt is None:
             raise LoweringError(f"store to {st.buf!r} outside its allocation", st.loc, "the program is malformed")
-        self.emit(comment(f"S{st.sid} at line {st.loc.line}"), depth)
+        self.emit(c_comment(f"S{st.sid} at line {st.loc.line}"), depth)
         target = self.ref(st.buf, st.index)
         value = self.expr(st.value)
         if st.accum is None:
@@ -235,12 +228,12 @@ class Emitter:
             params.append(f"{const}{C_TYPES[t.dtype]} *restrict {self.names[t.name]}")
         params += [f"int64_t {self.sizes[s]}" for s in self.lp.sizes]
         params.append("int *restrict err")
-        head = [prelude(), "", comment(f"kernel {self.lp.name}"),
+        head = [prelude(), "", c_comment(f"kernel {self.lp.name}"),
                 f"void {SYMBOL}({', '.join(params)})", "{"]
         for s in self.lp.sizes:
             head.append(f"    (void){self.sizes[s]};")
         self.body(self.lp.body, 1, False, False)
-        tail = ["}", "", comment("round bf16 inputs in place, as the interpreter stores them"),
+        tail = ["}", "", c_comment("round bf16 inputs in place, as the interpreter stores them"),
                 "void tc_round_bf16(float *restrict x, int64_t n) { for (int64_t k = 0; k < n; ++k) "
                 "x[k] = tc_bf16(x[k]); }", ""]
         return "\n".join(head + self.lines + tail)

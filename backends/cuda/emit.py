@@ -25,8 +25,9 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from tilecert.backends.c.emit import C_TYPES, Emitter, binary, clean, comment
+from tilecert.backends.c.emit import C_TYPES, Emitter, binary
 from tilecert.backends.c.prelude import prelude
+from tilecert.backends.text import c_comment, c_ident
 from tilecert.lowering.program import Alloc, For, Guard, Lowered, Node, Seq, Store, Sync, walk
 from tilecert.semantics import loopir as L
 from tilecert.semantics.dtypes import dtype_of
@@ -124,10 +125,10 @@ class CudaEmitter(Emitter):
         for k, node in enumerate(nodes):
             p = path + (k,)
             if p in phases.before:
-                self.emit(BARRIER[phases.before[p]] + "  " + comment("placed: orders the phases before and after"),
+                self.emit(BARRIER[phases.before[p]] + "  " + c_comment("placed: orders the phases before and after"),
                           depth)
             if isinstance(node, Sync):
-                self.emit(BARRIER[node.scope] + "  " + comment(f"{node.scope} barrier"), depth)
+                self.emit(BARRIER[node.scope] + "  " + c_comment(f"{node.scope} barrier"), depth)
             elif isinstance(node, Store):
                 self.guarded(list(acts) + ([] if level.rep else self.representative(level)), depth,
                              lambda d, st=node: self.update(st, d))
@@ -167,7 +168,7 @@ class CudaEmitter(Emitter):
 
         def body(d: int) -> None:
             if isinstance(node, Seq):
-                self.emit("{ " + comment(node.label), d)
+                self.emit("{ " + c_comment(node.label), d)
                 self.nodes(node.body, d + 1, p, inner_level, acts)
                 self.emit("}", d)
                 return
@@ -179,10 +180,10 @@ class CudaEmitter(Emitter):
             v = f"i{node.var}"
             note = f"{node.name}: {node.kind}" + (f" bound to {node.binding} (runs serially)" if node.binding else "")
             self.emit(f"for (int64_t {v} = {self.index(node.lo)}; {v} < {self.index(node.hi)}; ++{v}) {{  "
-                      + comment(note), d)
+                      + c_comment(note), d)
             self.nodes(node.body, d + 1, p, inner_level, acts)
             if p in phases.back_edge:
-                self.emit(BARRIER[phases.back_edge[p]] + "  " + comment("placed: orders iterations"), d + 1)
+                self.emit(BARRIER[phases.back_edge[p]] + "  " + c_comment("placed: orders iterations"), d + 1)
             self.emit("}", d)
 
         self.guarded(conds, depth, body)
@@ -196,7 +197,7 @@ class CudaEmitter(Emitter):
         if node.hi != self.launch.extents.get(dim, IConst(LANES)):
             checks.append(f"r{v} < {self.index(node.hi)}")
         inner = self.launch.plan.enter(node, level)
-        self.emit("{  " + comment(f"{node.name}: {node.kind} bound to {dim}"), depth)
+        self.emit("{  " + c_comment(f"{node.name}: {node.kind} bound to {dim}"), depth)
         self.emit(f"const int64_t r{v} = {raw};", depth + 1)
         if node.body and p in self.launch.plan.synced:  # every thread runs it: shadows follow the first iteration
             if checks:
@@ -219,7 +220,8 @@ class CudaEmitter(Emitter):
         name, ctype = self.names[node.buf], C_TYPES[node.dtype]
         bound = self.launch.plan.shared.get(p)
         if bound is None:
-            self.emit(f"{ctype} {name}[{size}] = {{}};  " + comment(f"{node.scope} {node.buf} (thread-private)"), depth)
+            self.emit(f"{ctype} {name}[{size}] = {{}};  " + c_comment(f"{node.scope} {node.buf} (thread-private)"),
+                      depth)
             return
         copies, offset = 1, "0"
         for d in self.launch.dims:
@@ -233,16 +235,17 @@ class CudaEmitter(Emitter):
         self.shared_bytes += copies * size * dtype_of(node.dtype).itemsize
         note = f"{node.scope} {node.buf}"
         if copies == 1:
-            self.emit(f"__shared__ {ctype} {name}[{size}];  " + comment(note), depth)
+            self.emit(f"__shared__ {ctype} {name}[{size}];  " + c_comment(note), depth)
         else:
-            self.emit(f"__shared__ {ctype} {name}_s[{copies * size}];  " + comment(f"{note} ({copies} copies)"), depth)
+            self.emit(f"__shared__ {ctype} {name}_s[{copies * size}];  " + c_comment(f"{note} ({copies} copies)"),
+                      depth)
             self.emit(f"{ctype} *const {name} = {name}_s + {offset} * {size};", depth)
         lin, count = "0", "1"
         for d in self.launch.dims:
             if d not in bound:
                 lin = RAW[d] if lin == "0" else f"({lin} + {count} * {RAW[d]})"
                 count = COUNT[d] if count == "1" else f"({count} * {COUNT[d]})"
-        self.emit(f"for (int64_t z = {lin}; z < {size}; z += {count}) {name}[z] = 0;  " + comment("zeroed together"),
+        self.emit(f"for (int64_t z = {lin}; z < {size}; z += {count}) {name}[z] = 0;  " + c_comment("zeroed together"),
                   depth)
 
     def constant_size(self, node: Alloc) -> int:
@@ -260,7 +263,7 @@ class CudaEmitter(Emitter):
             raise CudaUnsupported(f"atomic update of {dt} buffer {st.buf}: CUDA compare-and-swap needs 4 or 8 bytes",
                                   "accumulate in i32 / f32 (or wider) and cast afterwards")
         ctype = C_TYPES[dt]
-        self.emit(comment(f"S{st.sid} at line {st.loc.line} (atomic)"), depth)
+        self.emit(c_comment(f"S{st.sid} at line {st.loc.line} (atomic)"), depth)
         self.emit(f"{{ const {ctype} tc_v = {self.expr(st.value)}; tc_atomic_update(&{self.ref(st.buf, st.index)}, "
                   f"[&]({ctype} tc_c) {{ return ({ctype}){binary(st.accum, 'tc_c', 'tc_v', dt)}; }}); }}", depth)
 
@@ -277,7 +280,7 @@ class CudaEmitter(Emitter):
             else:
                 v = f"i{node.var}"
                 self.emit(f"const int64_t {v} = (int64_t)blockIdx.{GRID[node.binding]};  "
-                          + comment(f"{node.name}: {node.kind} bound to {node.binding}"), depth)
+                          + c_comment(f"{node.name}: {node.kind} bound to {node.binding}"), depth)
                 checks = [] if node.lo == IConst(0) else [f"{self.index(node.lo)} <= {v}"]
                 if node.hi != k.grid[node.binding]:
                     checks.append(f"{v} < {self.index(node.hi)}")
@@ -296,7 +299,7 @@ class CudaEmitter(Emitter):
                          + ["}", ""])
 
     def kernel_name(self, k: Launch) -> str:
-        return f"tc_k{k.index}_{clean(self.lp.name)}"
+        return c_ident("tc_k", self.lp.name, k.index)
 
     def kernel_params(self, k: Launch) -> list[str]:
         params = []
@@ -320,14 +323,15 @@ class CudaEmitter(Emitter):
                 self.declare(node)
                 name, ctype = self.names[node.buf], C_TYPES[node.dtype]
                 count = " * ".join(f"tc_max({self.index(s)}, 0)" for s in node.shape) or "1"
-                self.emit(f"tc_device_buffer {name}_d;  " + comment(f"{node.scope} {node.buf} (device memory)"), depth)
+                self.emit(f"tc_device_buffer {name}_d;  " + c_comment(f"{node.scope} {node.buf} (device memory)"),
+                          depth)
                 self.emit(f"if (!tc_alloc({name}_d, {count} * (int64_t)sizeof({ctype}), err)) return 1;", depth)
                 self.emit(f"{ctype} *const {name} = ({ctype} *){name}_d.p;", depth)
                 self.host_allocs.append(node.buf)
             elif isinstance(item, HostLoop):
                 f = item.node
                 self.emit(f"for (int64_t i{f.var} = {self.index(f.lo)}; i{f.var} < {self.index(f.hi)}; ++i{f.var}) "
-                          "{  " + comment(f"{f.name}: {f.kind}, host loop"), depth)
+                          "{  " + c_comment(f"{f.name}: {f.kind}, host loop"), depth)
                 self.host(item.body, depth + 1)
                 self.emit("}", depth)
             elif isinstance(item, HostGuard):
@@ -335,7 +339,7 @@ class CudaEmitter(Emitter):
                 self.host(item.body, depth + 1)
                 self.emit("}", depth)
             elif isinstance(item, HostSeq):
-                self.emit("{ " + comment(item.node.label), depth)
+                self.emit("{ " + c_comment(item.node.label), depth)
                 self.host(item.body, depth + 1)
                 self.emit("}", depth)
         del self.host_allocs[declared:]
@@ -345,7 +349,7 @@ class CudaEmitter(Emitter):
         args = [self.names[t.name] for t in self.lp.tensors] + [self.names[b] for b in self.host_allocs]
         args += [self.sizes[s] for s in self.lp.sizes]
         args += [f"i{v}" for v in k.host_vars] + ["tc_derr"]
-        self.emit("{  " + comment(f"launch {k.index}"), depth)
+        self.emit("{  " + c_comment(f"launch {k.index}"), depth)
         self.emit(f"const int64_t g[3] = {{{', '.join(grid)}}}, b[3] = {{{', '.join(block)}}};", depth + 1)
         self.emit("const int go = tc_geometry(g[0], g[1], g[2], b[0], b[1], b[2], err);", depth + 1)
         self.emit("if (go < 0) return 1;", depth + 1)
@@ -389,10 +393,10 @@ class CudaEmitter(Emitter):
             const = "" if t.written else "const "
             params.append(f"{const}{C_TYPES[t.dtype]} *h_{self.names[t.name]}")
         params += [f"int64_t {self.sizes[s]}" for s in self.lp.sizes] + ["int *err"]
-        launcher = [comment(f"host launcher of {self.lp.name}"), f"void tc_kernel({', '.join(params)})", "{"]
+        launcher = [c_comment(f"host launcher of {self.lp.name}"), f"void tc_kernel({', '.join(params)})", "{"]
         launcher += [f"    (void){self.sizes[s]};" for s in self.lp.sizes]
         launcher += ["    *err = 0;", "    auto run = [&]() -> int {"] + self.lines + ["    };", "    run();", "}", ""]
-        head = [comment(f"tilecert CUDA backend: kernel {self.lp.name}; translation validation: {note}"),
+        head = [c_comment(f"tilecert CUDA backend: kernel {self.lp.name}; translation validation: {note}"),
                 _HEAD, prelude("static __host__ __device__ inline"),
                 _RUNTIME % {"cuda": ERR_CUDA, "geometry": ERR_GEOMETRY}]
         return "\n".join(head + self.kernels + launcher)

@@ -1,11 +1,13 @@
 """``tilecert gpu-suite DIR``: a self-contained folder that takes CUDA kernels to a GPU machine.
 
 For each case, ``DIR/<case>/`` holds ``kernel.cu`` (the validated emitted source with the
-C backend's file-protocol ``main``), ``inputs/<tensor>.npy`` (random contents, drawn like the
-differential harness's), ``expected/<tensor>.npy`` (the interpreter's outputs, checked mode)
-and ``case.json`` (the tensors in argument order with their dtypes and tolerances, the size
-values). ``DIR/run.py`` (``suite_runner.py``; python3 + numpy + nvcc + the CUDA runtime)
-builds and runs them; ``DIR/README.md`` says how, and how to run compute-sanitizer.
+C backend's file-protocol ``main``), ``inputs/t<k>.npy`` (tensor ``k`` in argument order,
+random contents drawn like the differential harness's), ``expected/t<k>.npy`` (the
+interpreter's outputs, checked mode) and ``case.json`` (the tensors in argument order with
+their names, dtypes and tolerances, the size values). No user name becomes a path: files
+are numbered, and a case whose name is not ``[A-Za-z0-9_]+`` (under ``demos/`` for the
+demos) is written to ``case-<k>`` (``k``: its position in the suite). ``DIR/run.py``
+(``suite_runner.py``; python3 + numpy + nvcc + the CUDA runtime) builds and runs them; ``DIR/README.md`` says how, and how to run compute-sanitizer.
 ``DIR/demos/`` holds the racy and divergent variants of the shared-memory programs, which
 ``run.py --demos`` runs under the compute-sanitizer tool that must report them.
 
@@ -16,6 +18,7 @@ sizes drawn in ``[5, 30]`` (redrawn when the interpreter rejects the inputs).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +43,7 @@ REDRAWS = 8
 PROGRAM_SIZES = {"tree_reduction": {"N": 203, "G": 27}, "shared_transpose": {"M": 37, "N": 29},
                  "halo_stencil": {"N": 203}, "warp_reduction": {"N": 300, "W": 11}}
 DEMO_TOOLS = {"racy": "racecheck", "divergent": "synccheck"}
+FOLDER_NAME = re.compile(r"(demos/)?[A-Za-z0-9_]+")
 
 
 @dataclass(frozen=True)
@@ -80,12 +84,13 @@ def default_cases(kernels: Mapping[str, Kernel], only: Optional[Collection[str]]
 
 
 def write_suite(folder: Path, suite: Iterable[SuiteCase], seed: int = 0) -> list[str]:
-    """Write the suite into ``folder`` (created); the names of the cases written."""
+    """Write the suite into ``folder`` (created); the folders of the cases written, in order."""
     folder.mkdir(parents=True, exist_ok=True)
     names: list[str] = []
     for k, case in enumerate(suite):
-        write_case(folder / case.name, case, np.random.default_rng([seed, k]))
-        names.append(case.name)
+        name = case.name if FOLDER_NAME.fullmatch(case.name) else f"case-{k}"
+        write_case(folder / name, case, np.random.default_rng([seed, k]))
+        names.append(name)
     shutil.copyfile(Path(__file__).with_name("suite_runner.py"), folder / "run.py")
     (folder / "cases.json").write_text(json.dumps([n for n in names if not n.startswith("demos/")], indent=1))
     (folder / "demos.json").write_text(json.dumps([n for n in names if n.startswith("demos/")], indent=1))
@@ -112,10 +117,10 @@ def write_case(folder: Path, case: SuiteCase, rng: np.random.Generator) -> None:
     for sub in ("inputs", "expected"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
     (folder / "kernel.cu").write_text(source + "\n" + standalone_main(lp))
-    for t in p.tensors:
-        np.save(folder / "inputs" / f"{t.name}.npy", arrays[t.name])
+    for k, t in enumerate(lp.tensors):
+        np.save(folder / "inputs" / f"t{k}.npy", arrays[t.name])
         if expected is not None and t.written:
-            np.save(folder / "expected" / f"{t.name}.npy", expected[t.name])
+            np.save(folder / "expected" / f"t{k}.npy", expected[t.name])
     chain = chain_length(p, sizes)
     spec = {"kernel": p.name, "sizes": [sizes[s] for s in lp.sizes], "size_names": list(lp.sizes),
             "tensors": [{"name": t.name, "dtype": t.dtype, "written": t.written,
@@ -167,7 +172,7 @@ when the tool reports the bug. By hand, for one case:
     nvcc -O2 -arch=native -lineinfo -o k demos/tree_reduction_racy/kernel.cu
     mkdir -p io && python3 -c "import json, numpy as np; d='demos/tree_reduction_racy'; \\
       s=json.load(open(d+'/case.json')); np.asarray(s['sizes'], np.int64).tofile('io/sizes'); \\
-      [np.load(f\\"{d}/inputs/{t['name']}.npy\\").tofile(f'io/t{k}') for k, t in enumerate(s['tensors'])]"
+      [np.load(f'{d}/inputs/t{k}.npy').tofile(f'io/t{k}') for k in range(len(s['tensors']))]"
     compute-sanitizer --tool racecheck ./k io
 
 Each `kernel.cu` reads `DIR/sizes` (int64 values, `case.json` `size_names` order) and

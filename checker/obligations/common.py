@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
+from tilecert.semantics.solver_names import user_name
+
 from ..formula import value
 from ..model import Inst
 from ..solve import Case, Outcome
@@ -10,8 +12,9 @@ from ..verdict import Instance, Verdict, Witness, disproved, proved, unknown
 
 
 def sizes_of(point: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
-    """The size values of a point (its ``p_<name>`` variables)."""
-    return tuple((n[2:], int(v)) for n, v in sorted(point.items()) if n.startswith("p_"))
+    """The size values of a point (its size variables, by the user's size names)."""
+    named = ((user_name(n), int(v)) for n, v in point.items())
+    return tuple(sorted((n, v) for n, v in named if n is not None))
 
 
 def instance_of(x: Inst, point: Mapping[str, int], role: str = "") -> Instance:

@@ -42,6 +42,7 @@ import islpy as isl
 from .. import ir
 from .. import loopir as L
 from ..affine import Context, to_isl, var_name
+from ..solver_names import solver_name
 from ..index import IBin, IConst, IExpr, INot, IVar, ibin, linear
 from .base import (Copier, Obligation, ScheduleError, Tau, Transformed, const_value, context_at, hardware_bound,
                    replace_loop, the_loop, with_body)
@@ -135,7 +136,7 @@ def _range(ctx: Context, e: IExpr) -> Optional[tuple[int, int]]:
     if text is None or dom is None or dom.is_empty():
         return None
     params = dom.get_space().get_var_names(isl.dim_type.param)
-    if not set(params) <= set(ctx.sizes):
+    if not set(params) <= {solver_name(n) for n in ctx.sizes}:
         return None
     vs = ", ".join(var_name(r, a) for r, a, _, _ in ctx.vars)
     graph = isl.Map(f"[{', '.join(params)}] -> {{ [{vs}] -> [z] : z = {text} }}")
