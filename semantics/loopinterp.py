@@ -1,20 +1,32 @@
 """The reference interpreter for loop form.
 
-Loops run SIMT-style over *batch axes*: a parallel loop whose body's extents do not read
-its variable runs all its iterations at once (one batch axis, in the chosen instance
-order); a reduce loop does too when its iterations interact only through ``Accum``
-(updates are applied with ``ufunc.at`` in lexicographic iteration order, which every
-policy admits); serial and pipeline loops iterate. ``If`` narrows an activity mask, so
-a perfectly nested parallel / reduce nest with one statement is a handful of numpy
-operations. A ``Sel`` evaluates each branch only where it is chosen (an out-of-bounds
-load in a lane that does not take its branch is not an access).
+Loops run SIMT-style over *batch axes*. A loop is *concurrent* when its kind is parallel or
+it carries a hardware binding (grid, block, warp, lane, vector, core, whatever its kind);
+its instances follow the chosen order (canonical, reverse, seeded shuffle), in a batch or
+one after another. Lockstep loops (bound to block, warp, lane or vector) always run as a
+batch, and so does every concurrent loop inside a batched concurrent one: all active instances reach each
+statement together. Unchecked, a parallel loop runs as a batch too; a concurrent loop
+outside a lockstep one otherwise runs its instances one by one (so a serial loop bound to
+core or grid runs its iterations in the chosen order, not as a recurrence). A reduce loop
+runs as a batch when its iterations interact only through ``Accum`` (updates are applied
+with ``ufunc.at`` in batch order, which every policy admits); serial and pipeline loops
+iterate. A loop's extent may depend on a batched coordinate (a thread-dependent trip
+count): it runs to the largest active extent with the iterations past each instance's own
+masked off; a negative extent is an ``ExecutionError``. ``If`` narrows the activity mask
+and a ``Sel`` evaluates each branch only where it is chosen (an out-of-bounds load, or one
+from an empty buffer, in a lane that does not take its branch is not an access).
 
-Barriers are the lockstep points of batched execution: every active participant of a
-bound loop reaches each statement together. A barrier reached by some participants of a
-bound scope (block, warp, lane loops) and not others is an ``ExecutionError`` naming them.
-In checked mode, parallel loops run their iterations one by one (bound loops stay in
-lockstep) and every buffer cell an iteration touches is recorded; a cell written by one
-iteration and accessed by another raises ``NoninterferenceError``.
+Barriers are the lockstep points: a barrier reached by some participants of a bound scope
+(block, warp, lane loops) and not others is an ``ExecutionError`` naming them.
+
+Checked mode records every buffer cell each instance of a concurrent loop touches with the
+conflict recorder (``conflicts``): a cell written by one instance and accessed by another
+raises ``NoninterferenceError`` naming both instances (their loop coordinates; a lockstep
+group's instances by the coordinates of all its concurrent loops), the cell and both
+accesses. A barrier ends a phase of the batched scopes it synchronizes (a block barrier:
+the block, warp and lane loops around it; a warp barrier: the lane loops), so accesses it
+separates are not compared; the end of a loop likewise orders its instances before what
+follows, as sibling loops run one after the other.
 """
 from __future__ import annotations
 
