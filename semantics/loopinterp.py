@@ -259,7 +259,7 @@ class LoopInterpreter:
             return
         conc = concurrent(st)
         lockstep = L.binding_kind(st.binding) in LOCKSTEP or any(self.batch_conc)
-        if conc and (lockstep or (st.kind == "parallel" and not self.checked)) or \
+        if conc and (lockstep or st.kind == "parallel") or \
                 (not conc and st.kind == "reduce" and self.batchable(st)):
             self.loop_batched(st, n, ext, start, conc)
         else:

@@ -117,7 +117,7 @@ def block_reversal(with_barrier: bool) -> tc.Program:
 
 def test_a_shared_memory_exchange_without_a_barrier_is_a_race():
     a = np.arange(12, dtype=np.int32)
-    with pytest.raises(tc.NoninterferenceError, match=r"concurrent t: instances \(\d,\) and \(\d,\) both access S\["):
+    with pytest.raises(tc.NoninterferenceError, match=r"concurrent g, t: instances \(0, \d\) and \(0, \d\) both access S\[0, "):
         run(block_reversal(False), A=a, B=np.zeros(12, np.int32))
 
 
