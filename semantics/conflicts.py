@@ -92,7 +92,8 @@ class Recorder:
                 other = next(i for i in at if insts[i] != insts[w])
                 i1, i2 = scope.instances[insts[w]], scope.instances[insts[other]]
                 raise NoninterferenceError(
-                    f"concurrent {scope.name}: instances {i1} and {i2} both access {buf}{list(describe_cell(buf, cell))}: "
+                    f"concurrent {scope.name}: instances {i1} and {i2} both access "
+                    f"{buf}{list(describe_cell(buf, cell))}: "
                     f"instance {i1} by the {scope.accesses[acc[w]]}, instance {i2} by the {scope.accesses[acc[other]]}",
                     scope.loc,
                     "concurrent instances must not touch a cell another instance writes (a barrier of their scope "

@@ -3,11 +3,11 @@
 Loops run SIMT-style over *batch axes*. A loop is *concurrent* when its kind is parallel or
 it carries a hardware binding (grid, block, warp, lane, vector, core, whatever its kind);
 its instances follow the chosen order (canonical, reverse, seeded shuffle), in a batch or
-one after another. Lockstep loops (bound to block, warp, lane or vector) always run as a
-batch, and so does every concurrent loop inside a batched concurrent one: all active instances reach each
-statement together. Unchecked, a parallel loop runs as a batch too; a concurrent loop
-outside a lockstep one otherwise runs its instances one by one (so a serial loop bound to
-core or grid runs its iterations in the chosen order, not as a recurrence). A reduce loop
+one after another. Lockstep loops (bound to block, warp, lane or vector), parallel loops
+and every concurrent loop inside a batched concurrent one run as a batch: all active
+instances reach each statement together. Any other concurrent loop runs its instances one
+by one (so a serial loop bound to core or grid runs its iterations in the chosen order,
+not as a recurrence). A reduce loop
 runs as a batch when its iterations interact only through ``Accum`` (updates are applied
 with ``ufunc.at`` in batch order, which every policy admits); serial and pipeline loops
 iterate. A loop's extent may depend on a batched coordinate (a thread-dependent trip
@@ -40,7 +40,8 @@ from . import loopir as L
 from .conflicts import Recorder
 from .dtypes import dtype_of, store_as
 from .errors import ExecutionError, Loc
-from .index import IExpr, evaluate, free_vars
+from .index import IExpr, evaluate
+from .interp import _pad
 from .ufuncs import BINARY, MERGE, UNARY
 
 THREAD_SCOPES = ("block", "warp", "lane")
@@ -387,12 +388,6 @@ class _Lanes(Sequence):
 def concurrent(lp: L.Loop) -> bool:
     """Whether a loop's iterations run concurrently: a parallel loop, or any hardware binding."""
     return lp.kind == "parallel" or L.binding_kind(lp.binding) in CONCURRENT_BINDINGS
-
-
-def _pad(x: Any, depth: int) -> np.ndarray:
-    """``x`` with trailing unit axes up to ``depth`` axes."""
-    x = np.asarray(x)
-    return x.reshape(x.shape + (1,) * (depth - x.ndim))
 
 
 def interpret_loops(p: ir.Program, sizes: Mapping[str, int], arrays: dict[str, np.ndarray], *,

@@ -12,7 +12,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from hypothesis import event, given, settings, strategies as st
+from hypothesis import event, given, strategies as st
 
 import tilecert as tc
 from examples import EXAMPLES, output_names
@@ -23,8 +23,8 @@ from test_sched_random import RAGGED
 from tilecert import i32, strategies
 from tilecert.semantics import loopir as L
 from tilecert.semantics.errors import Loc
-from tilecert.semantics.sched.base import ScheduleError
 from tilecert.semantics.index import IConst, ibin
+from tilecert.semantics.sched.base import ScheduleError
 
 ORDERS = [("canonical", 0), ("reverse", 0), ("shuffle", 1), ("shuffle", 2)]
 
@@ -117,7 +117,8 @@ def block_reversal(with_barrier: bool) -> tc.Program:
 
 def test_a_shared_memory_exchange_without_a_barrier_is_a_race():
     a = np.arange(12, dtype=np.int32)
-    with pytest.raises(tc.NoninterferenceError, match=r"concurrent g, t: instances \(0, \d\) and \(0, \d\) both access S\[0, "):
+    racy = r"concurrent g, t: instances \(0, \d\) and \(0, \d\) both access S\[0, "
+    with pytest.raises(tc.NoninterferenceError, match=racy):
         run(block_reversal(False), A=a, B=np.zeros(12, np.int32))
 
 
@@ -270,7 +271,8 @@ def test_checked_and_unchecked_canonical_runs_of_the_examples_agree_bitwise(name
     check_modes_agree(entry.kernel, inputs, output_names(entry))
 
 
-@pytest.mark.parametrize("tiles", [dict(), dict(bm=8, bn=8, bk=8), dict(bm=16, bn=16, bk=16), dict(bm=32, bn=32, bk=32)])
+@pytest.mark.parametrize("tiles", [dict(), dict(bm=8, bn=8, bk=8), dict(bm=16, bn=16, bk=16),
+                                   dict(bm=32, bn=32, bk=32)])
 def test_checked_and_unchecked_f32_gemm_agree_bitwise_on_ragged_sizes(tiles):
     rng = np.random.default_rng(0)
     a = rng.standard_normal((29, 41)).astype(np.float32)
