@@ -479,7 +479,8 @@ class Interpreter:
         A batch axis along which only ``a`` varies joins the rows of the matrix product,
         one along which only ``b`` varies joins its columns, and one along which both vary
         is a batch of the product; so operands shared between instances are multiplied once.
-        The layout plan is computed once per pair of operand shapes.
+        The layout plan is computed once per pair of operand shapes. The contraction itself is
+        ``_contract``: its bits do not depend on how instances are grouped into one product.
         """
         sa, sb, out, calc, plans = info
         a = self.get(aid, len(sa)).astype(calc, copy=False)
@@ -492,7 +493,7 @@ class Interpreter:
         if buf is None:
             am = (a.transpose(pa) if pa is not None else a).reshape(ra)
             bm = (b.transpose(pb) if pb is not None else b).reshape(rb)
-            res = np.matmul(am, bm)
+            res = _contract(am, bm)
         else:
             # large operands and products live in buffers kept for this op (they never escape
             # it: the caller consumes the product before the op runs again), so their pages
@@ -501,7 +502,7 @@ class Interpreter:
             bm = _into(buf, 1, b.transpose(pb) if pb is not None else b, rb)
             if buf[2] is None:
                 buf[2] = np.empty(ra[:-1] + rb[-1:], calc)
-            res = np.matmul(am, bm, out=buf[2])
+            res = _contract(am, bm, out=buf[2])
         if rs is not None:
             res = res.reshape(rs)
         if pr is not None:
@@ -1114,6 +1115,31 @@ class Interpreter:
             f"instance {i1} by the {first[1]}, instance {i2} by the {second[1]}",
             scope.region.loc,
             "parallel instances must not touch a cell another instance writes; use a reduction, or a serial region")
+
+
+def _contract(am: np.ndarray, bm: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
+    """``am @ bm`` (matrices in the last two axes) with every float element summed strictly in
+    contracted-index order, ``(((a0 b0) + a1 b1) + a2 b2) + ...``, each product and sum rounded
+    in the operands' dtype. So one element's bits depend on its row and column only, never on
+    how many rows, columns or batches share the call (a BLAS matmul blocks and fuses by shape,
+    which made the batched and instance-by-instance results differ). Integer products wrap
+    the same way in every order, so they keep ``matmul``."""
+    if am.dtype.kind != "f":
+        return np.matmul(am, bm, out=out)
+    shape = np.broadcast_shapes(am.shape[:-2], bm.shape[:-2]) + (am.shape[-2], bm.shape[-1])
+    acc = out if out is not None else np.empty(shape, am.dtype)
+    k = am.shape[-1]
+    if k == 0:
+        acc[...] = 0
+        return acc
+    cols = np.ascontiguousarray(np.swapaxes(am, -1, -2))[..., None]  # (..., k, rows, 1)
+    rows = bm[..., None, :]  # (..., k, 1, cols)
+    np.multiply(cols[..., 0, :, :], rows[..., 0, :, :], out=acc)
+    term = np.empty_like(acc)
+    for j in range(1, k):
+        np.multiply(cols[..., j, :, :], rows[..., j, :, :], out=term)
+        np.add(acc, term, out=acc)
+    return acc
 
 
 def _into(buf: list, slot: int, x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -1,24 +1,37 @@
 """The reference interpreter for loop form.
 
-Loops run SIMT-style over *batch axes*: a parallel loop whose body's extents do not read
-its variable runs all its iterations at once (one batch axis, in the chosen instance
-order); a reduce loop does too when its iterations interact only through ``Accum``
-(updates are applied with ``ufunc.at`` in lexicographic iteration order, which every
-policy admits); serial and pipeline loops iterate. ``If`` narrows an activity mask, so
-a perfectly nested parallel / reduce nest with one statement is a handful of numpy
-operations. A ``Sel`` evaluates each branch only where it is chosen (an out-of-bounds
-load in a lane that does not take its branch is not an access).
+Loops run SIMT-style over *batch axes*. A loop is *concurrent* when its kind is parallel or
+it carries a hardware binding (grid, block, warp, lane, vector, core, whatever its kind);
+its instances follow the chosen order (canonical, reverse, seeded shuffle), in a batch or
+one after another. Lockstep loops (bound to block, warp, lane or vector), parallel loops
+and every concurrent loop inside a batched concurrent one run as a batch: all active
+instances reach each statement together. Any other concurrent loop runs its instances one
+by one (so a serial loop bound to core or grid runs its iterations in the chosen order,
+not as a recurrence). A reduce loop
+runs as a batch when its iterations interact only through ``Accum`` (updates are applied
+with ``ufunc.at`` in batch order, which every policy admits); serial and pipeline loops
+iterate. A loop's extent may depend on a batched coordinate (a thread-dependent trip
+count): it runs to the largest active extent with the iterations past each instance's own
+masked off; a negative extent is an ``ExecutionError``. ``If`` narrows the activity mask
+and a ``Sel`` evaluates each branch only where it is chosen (an out-of-bounds load, or one
+from an empty buffer, in a lane that does not take its branch is not an access).
 
-Barriers are the lockstep points of batched execution: every active participant of a
-bound loop reaches each statement together. A barrier reached by some participants of a
-bound scope (block, warp, lane loops) and not others is an ``ExecutionError`` naming them.
-In checked mode, parallel loops run their iterations one by one (bound loops stay in
-lockstep) and every buffer cell an iteration touches is recorded; a cell written by one
-iteration and accessed by another raises ``NoninterferenceError``.
+Barriers are the lockstep points: a barrier reached by some participants of a bound scope
+(block, warp, lane loops) and not others is an ``ExecutionError`` naming them.
+
+Checked mode records every buffer cell each instance of a concurrent loop touches with the
+conflict recorder (``conflicts``): a cell written by one instance and accessed by another
+raises ``NoninterferenceError`` naming both instances (their loop coordinates; a lockstep
+group's instances by the coordinates of all its concurrent loops), the cell and both
+accesses. A barrier ends a phase of the batched scopes it synchronizes (a block barrier:
+the block, warp and lane loops around it; a warp barrier: the lane loops), so accesses it
+separates are not compared; the end of a loop likewise orders its instances before what
+follows, as sibling loops run one after the other.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -27,11 +40,14 @@ from . import loopir as L
 from .conflicts import Recorder
 from .dtypes import dtype_of, store_as
 from .errors import ExecutionError, Loc
-from .index import IExpr, evaluate, free_vars
+from .index import IExpr, evaluate
+from .interp import _pad
 from .ufuncs import BINARY, MERGE, UNARY
 
 THREAD_SCOPES = ("block", "warp", "lane")
 PARTICIPANTS = {"block": ("block", "warp", "lane"), "warp": ("lane",)}
+CONCURRENT_BINDINGS = ("grid", "block", "warp", "lane", "vector", "core")
+LOCKSTEP = THREAD_SCOPES + ("vector",)  # bindings whose instances run statement by statement together
 
 
 class LoopInterpreter:
@@ -47,8 +63,10 @@ class LoopInterpreter:
         self.coords: dict[tuple[int, int], Any] = {}
         self.batch: list[int] = []
         self.batch_loops: list[L.Loop] = []
+        self.batch_conc: list[bool] = []  # per batch axis: whether its loop is concurrent
         self.mask: Any = True
         self.recorder = Recorder() if checked else None
+        self.scope_info: list[Optional[_BatchScope]] = []  # per recorder scope: None for one-by-one instances
         self._batchable: dict[int, bool] = {}
         self.decl_scope: dict[str, int] = {}  # checked mode: the parallel scope depth that owns a buffer
 
@@ -134,16 +152,25 @@ class LoopInterpreter:
         MERGE[st.op].at(arr, sel, val[active].astype(arr.dtype, copy=False))
 
     def note(self, buf: str, arr, parts, active, is_write: bool, loc: Loc) -> None:
-        if self.recorder is not None and self.decl_scope.get(buf, 0) < len(self.recorder.scopes):
+        if self.recorder is not None and self.decl_scope.get(buf, 0) < len(self.recorder.scopes) and active.any():
             sel = tuple(p[active] for p in parts)
             cells = np.ravel_multi_index(sel, arr.shape) if sel else np.zeros(int(active.sum()), np.int64)
-            self.recorder.record(buf, cells, is_write, f"{'write' if is_write else 'read'} at {loc}")
+            info, insts = self.scope_info[-1], None
+            if info is not None:  # a batched scope: each cell's instance is its point on the scope's axes
+                ids = np.zeros((1,) * self.depth, np.int64)
+                for a in info.axes:
+                    ids = ids * self.batch[a] + np.arange(self.batch[a]).reshape(
+                        (1,) * a + (-1,) + (1,) * (self.depth - a - 1))
+                insts = np.broadcast_to(ids, active.shape)[active]
+            self.recorder.record(buf, cells, is_write, f"{'write' if is_write else 'read'} at {loc}", insts)
 
     # ------------------------------------------------------------------ expressions
     def expr(self, e: L.SExpr, active: np.ndarray, loc: Loc) -> np.ndarray:
         if isinstance(e, L.Ld):
             arr, parts = self.cells(e.buf, e.index, active, loc, "load")
             self.note(e.buf, arr, parts, active, False, loc)
+            if arr.size == 0:  # no lane is active (an active one is out of bounds): nothing is read
+                return np.zeros(active.shape, arr.dtype)
             return arr[parts]
         if isinstance(e, L.Lit):
             return np.asarray(e.value, dtype_of(e.dtype).storage)
@@ -182,8 +209,13 @@ class LoopInterpreter:
         """
         members = PARTICIPANTS.get(st.scope, PARTICIPANTS["block"])
         axes = tuple(a for a, lp in enumerate(self.batch_loops) if L.binding_kind(lp.binding) in members)
-        if not axes:
-            return
+        if axes:
+            self.uniform(st, axes)
+        if self.recorder is not None:
+            self.phase(members)
+
+    def uniform(self, st: L.Barrier, axes: tuple[int, ...]) -> None:
+        """Raise unless every instance of the barrier's scope is reached by all participants or none."""
         active = self.full_mask()
         every, some = active.all(axis=axes), active.any(axis=axes)
         split = some & ~every
@@ -200,67 +232,162 @@ class LoopInterpreter:
             "a barrier must be reached by all participants of its scope or by none; move it out of the guard")
 
     def batchable(self, st: L.Loop) -> bool:
-        if st.var in self._batchable:
-            return self._batchable[st.var]
-        ok = st.kind in ("parallel", "reduce") or L.binding_kind(st.binding) in THREAD_SCOPES + ("vector",)
-        var = (st.var, 0)
-        for inner in ir.walk(st.body):
-            exts = [getattr(inner, "extent", None), getattr(inner, "start", None)] \
-                + list(getattr(getattr(inner, "buf", None), "shape", ()) or ())
-            if any(e is not None and var in free_vars(e) for e in exts):
-                ok = False
-        if st.kind == "reduce" and ok:
+        """A reduce loop runs batched when its iterations interact only through ``Accum``: it
+        assigns only buffers it declares and holds no serial or pipeline loop."""
+        if st.var not in self._batchable:
             declared = {d.buf.name for d in ir.walk(st.body) if isinstance(d, L.Decl)}
             written = {s.buf for s in ir.walk(st.body) if isinstance(s, L.Assign)}
-            if written - declared or any(isinstance(s, L.Loop) and s.kind in ("serial", "pipeline")
-                                         for s in ir.walk(st.body)):
-                ok = False
-        self._batchable[st.var] = ok
-        return ok
+            self._batchable[st.var] = not (written - declared) and not any(
+                isinstance(s, L.Loop) and s.kind in ("serial", "pipeline") for s in ir.walk(st.body))
+        return self._batchable[st.var]
+
+    def instance_order(self, n: int) -> np.ndarray:
+        if self.order == "reverse":
+            return np.arange(n - 1, -1, -1)
+        if self.order == "shuffle":
+            return self.rng.permutation(n)
+        return np.arange(n)
 
     def st_Loop(self, st: L.Loop) -> None:
-        n = int(self.idx(st.extent)) if not np.ndim(self.idx(st.extent)) else int(np.max(self.idx(st.extent)))
-        start = self.idx(st.start)
+        ext, start = self.idx(st.extent), self.idx(st.start)
+        active = self.full_mask()
+        live = np.broadcast_to(ext, active.shape)[active] if np.ndim(ext) else np.asarray([ext])
+        if live.size and int(live.min()) < 0:
+            raise ExecutionError(f"loop {st.name} has extent {st.extent} = {int(live.min())} < 0", st.loc,
+                                 "check the sizes: a loop extent must not be negative")
+        n = int(live.max()) if live.size else 0
         if n <= 0:
             return
-        bound = L.binding_kind(st.binding) in THREAD_SCOPES
-        per_instance = self.checked and st.kind == "parallel" and not bound
-        if self.batchable(st) and not per_instance:
-            order = np.arange(n)
-            if st.kind == "parallel" and self.order == "reverse":
-                order = order[::-1]
-            elif st.kind == "parallel" and self.order == "shuffle":
-                order = self.rng.permutation(n)
-            self.coords[(st.var, 0)] = (order + start).reshape((1,) * self.depth + (n,))
-            self.batch.append(n)
-            self.batch_loops.append(st)
-            saved = self.mask
-            self.mask = np.expand_dims(np.asarray(saved, bool), -1) if np.ndim(saved) else saved
-            try:
-                self.block(st.body)
-            finally:
-                self.batch.pop()
-                self.batch_loops.pop()
-                self.mask = saved
-            return
-        if bound:
-            raise ExecutionError(f"bound loop {st.name} cannot run in lockstep (its body's extents read its variable)",
-                                 st.loc, "make the inner extents independent of the bound loop variable")
-        order = range(n)
-        if st.kind == "parallel" and self.order == "reverse":
-            order = range(n - 1, -1, -1)
-        elif st.kind == "parallel" and self.order == "shuffle":
-            order = self.rng.permutation(n).tolist()
-        if per_instance and self.recorder is not None:
-            self.recorder.begin(st.name, st.loc)
-        for i in order:
-            self.coords[(st.var, 0)] = i + start
-            if per_instance and self.recorder is not None:
-                self.recorder.instance((int(i),))
+        conc = concurrent(st)
+        lockstep = L.binding_kind(st.binding) in LOCKSTEP or any(self.batch_conc)
+        if conc and (lockstep or st.kind == "parallel") or \
+                (not conc and st.kind == "reduce" and self.batchable(st)):
+            self.loop_batched(st, n, ext, start, conc)
+        else:
+            self.loop_each(st, n, ext, start, conc)
+
+    def loop_batched(self, st: L.Loop, n: int, ext: Any, start: Any, conc: bool) -> None:
+        """All iterations at once on a new batch axis (in the chosen order when concurrent); a
+        thread-dependent extent masks off the iterations past it. Checked mode records the
+        accesses of a concurrent loop per instance (see ``open_batch_scope``)."""
+        d = self.depth
+        order = self.instance_order(n) if conc else np.arange(n)
+        pos = order.reshape((1,) * d + (n,))
+        self.coords[(st.var, 0)] = _pad(start, d)[..., None] + pos if np.ndim(start) else pos + start
+        saved = self.mask
+        mask = np.expand_dims(np.asarray(saved, bool), -1) if np.ndim(saved) else saved
+        if np.ndim(ext):
+            mask = np.logical_and(mask, pos < _pad(ext, d)[..., None])
+        self.batch.append(n)
+        self.batch_loops.append(st)
+        self.batch_conc.append(conc)
+        self.mask = mask
+        scoped = self.recorder is not None and conc
+        try:
+            if scoped:
+                self.open_batch_scope(st, order + start if not np.ndim(start) else order)
             self.block(st.body)
-        if per_instance and self.recorder is not None:
-            self.recorder.end(lambda buf, cell: tuple(int(c) for c in np.unravel_index(cell, self.bufs[buf][0].shape)),
-                              lambda buf, depth: self.decl_scope.get(buf, 0) < depth)
+            if scoped:
+                self.close_scope()
+        finally:
+            self.batch.pop()
+            self.batch_loops.pop()
+            self.batch_conc.pop()
+            self.mask = saved
+
+    def loop_each(self, st: L.Loop, n: int, ext: Any, start: Any, conc: bool) -> None:
+        """One iteration after another (in the chosen order when concurrent); checked mode records
+        the accesses of a concurrent loop per iteration."""
+        order = self.instance_order(n).tolist() if conc else range(n)
+        scoped = self.recorder is not None and conc
+        if scoped:
+            self.recorder.begin(st.name, st.loc)
+            self.scope_info.append(None)
+        saved = self.mask
+        try:
+            for i in order:
+                self.coords[(st.var, 0)] = start + i
+                if np.ndim(ext):
+                    self.mask = np.logical_and(saved, i < ext)
+                    if not np.any(self.mask):
+                        continue
+                if scoped:
+                    self.recorder.instance((int(i + start) if not np.ndim(start) else int(i),))
+                self.block(st.body)
+        finally:
+            self.mask = saved
+        if scoped:
+            self.close_scope()
+
+    # ------------------------------------------------------------------ noninterference (checked mode)
+    def open_batch_scope(self, st: L.Loop, coords: np.ndarray) -> None:
+        """A scope for the batch axis just opened: its instances are the points of the concurrent
+        batch axes of this lockstep group (the enclosing batched scopes' and this one), numbered
+        row-major, so the enclosing scope's instance of number ``x`` is ``x // n``."""
+        axis, n = self.depth - 1, len(coords)
+        outer = self.scope_info[-1] if self.scope_info else None
+        axes = (outer.axes if outer is not None else []) + [axis]
+        names = (outer.names if outer is not None else []) + [st.name]
+        lanes = (outer.lanes.coords if outer is not None else []) + [np.asarray(coords)]
+        info = _BatchScope(axes, names, _Lanes(lanes), L.binding_kind(st.binding),
+                           (lambda x: x // n) if outer is not None else None)
+        self.recorder.begin(", ".join(names), st.loc, info.lanes)
+        self.scope_info.append(info)
+
+    def close_scope(self) -> None:
+        info = self.scope_info.pop()
+        self.recorder.end(self.describe_cell, self.shared, info.lift if info is not None else None)
+
+    def describe_cell(self, buf: str, cell: int) -> tuple[int, ...]:
+        return tuple(int(c) for c in np.unravel_index(cell, self.bufs[buf][0].shape))
+
+    def shared(self, buf: str, depth: int) -> bool:
+        return self.decl_scope.get(buf, 0) < depth
+
+    def phase(self, members: tuple[str, ...]) -> None:
+        """A barrier ends the current phase of the innermost batched scopes down to the outermost one
+        bound to a participant kind of its scope: their accesses before and after are not compared."""
+        count = 0
+        for k in range(len(self.scope_info) - 1, -1, -1):
+            info = self.scope_info[k]
+            if info is None:
+                break
+            if info.kind in members:
+                count = len(self.scope_info) - k
+        if count:
+            lifts = [self.scope_info[-1 - k].lift for k in range(count)]
+            self.recorder.restart(count, self.describe_cell, self.shared, lifts)
+
+
+@dataclass
+class _BatchScope:
+    """A checked-mode scope over batch axes: its axes, loop names, instances, binding kind and lift."""
+
+    axes: list[int]
+    names: list[str]
+    lanes: "_Lanes"
+    kind: Optional[str]
+    lift: Optional[Callable[[np.ndarray], np.ndarray]]
+
+
+class _Lanes(Sequence):
+    """The instances of a batched scope: every point of the given coordinate axes, row-major."""
+
+    def __init__(self, coords: list[np.ndarray]) -> None:
+        self.coords = coords
+        self.shape = tuple(len(c) for c in coords)
+
+    def __len__(self) -> int:
+        return int(np.prod(self.shape))
+
+    def __getitem__(self, i: int) -> tuple[int, ...]:  # type: ignore[override]
+        at = np.unravel_index(int(i), self.shape)
+        return tuple(int(c[j]) for c, j in zip(self.coords, at))
+
+
+def concurrent(lp: L.Loop) -> bool:
+    """Whether a loop's iterations run concurrently: a parallel loop, or any hardware binding."""
+    return lp.kind == "parallel" or L.binding_kind(lp.binding) in CONCURRENT_BINDINGS
 
 
 def interpret_loops(p: ir.Program, sizes: Mapping[str, int], arrays: dict[str, np.ndarray], *,

@@ -11,7 +11,9 @@ interpreter, each step against the previous one.
 Ops whose legality the checker must still establish are compared only where the loops they
 reorder make them legal by construction: a permutation (swap, reorder, tile) or a lockstep
 binding (block, warp, lane, vector) of parallel and reduce loops only (reduce loops combine
-through commutative updates, which integers make exact). Any other step, and any op this
+through commutative updates, which integers make exact). A bound loop runs concurrently, so
+checked mode may catch a race such a step made (a bound reduce loop's updates of one cell);
+the example ends there. Any other step, and any op this
 file does not know, is followed without comparison: the next step is compared against
 its result. Finally the schedule's JSON replays (op by op, from the kernel) to the same
 program (digest), and so does a save / load through a file.
@@ -72,6 +74,10 @@ def legal_by_construction(before: ir.Program, op: str, kwargs: dict[str, Any]) -
     return False
 
 
+def binds_a_reduce_loop(before: ir.Program, op: str, kwargs: dict[str, Any]) -> bool:
+    return op == "bind" and any(lp.name == kwargs["loop"] and lp.kind == "reduce" for lp in L.loops(before.body))
+
+
 def assert_close(want: dict, got: dict, names, exact: bool, what: str) -> None:
     for name in names:
         if exact:
@@ -99,7 +105,15 @@ def check_steps(data: st.DataObject, s: Schedule, reference: dict, arrays: dict,
         except ScheduleError:
             event(f"{op}: precondition failed")
             continue
-        after = run()
+        try:
+            after = run()
+        except tc.NoninterferenceError:
+            # checked mode catches a race the step made: never one a legal step could make, except
+            # binding a reduce loop (its updates commute for reordering, never for parallelization)
+            assert checked and (not legal_by_construction(program, op, kwargs) or binds_a_reduce_loop(
+                program, op, kwargs)), f"{op}({kwargs}) raced, step {step} of {s.history}"
+            event(f"{op}: a race caught in checked mode")
+            break
         if legal_by_construction(program, op, kwargs):
             event(f"{op}: applied and compared")
             assert_close(before, after, outputs, exact, f"after {op}({kwargs}), step {step} of {s.history}")

@@ -1,7 +1,7 @@
 """The guard simplifier against brute-force enumeration.
 
 Hypothesis draws small loop nests (extents that are constants, sizes, outer loop
-variables, some zero) with random quasi-affine guards (comparisons of affine terms, floor
+variables, some zero, never negative) with random quasi-affine guards (comparisons of affine terms, floor
 division and modulo by constants, min / max, ``&&``, ``||``, ``!``, constant conjuncts,
 and non-affine products that must be kept) and random selects. Each ``If`` carries a
 unique location and a marker update ``Out[k] += ...``; each select has literals no other
@@ -120,7 +120,8 @@ class Gen:
         self.loops += 1
         outer = [IVar(v, 0) for v in self.scope]
         extent = self.draw(st.sampled_from(
-            [IConst(0), IConst(1), IConst(3), ISize("N"), ISize("M"), ibin("sub", ISize("N"), IConst(1)),
+            [IConst(0), IConst(1), IConst(3), ISize("N"), ISize("M"),
+             ibin("max", ibin("sub", ISize("N"), IConst(1)), IConst(0)),  # a negative extent is an error
              ibin("floordiv", ibin("add", ISize("M"), IConst(1)), IConst(2))]
             + [ibin("add", v, IConst(1)) for v in outer]))
         start = self.draw(st.sampled_from([IConst(0), IConst(0), IConst(1)] + outer))
