@@ -1178,7 +1178,7 @@ def _order_free_reduce(ufunc: np.ufunc, dt: DType, seed: np.ndarray, items: np.n
     if dt.is_float:
         if np.isnan(seed).any():
             return None
-        if ufunc in (np.maximum, np.minimum):
+        if ufunc in (MERGE["max"], MERGE["min"]):
             bad = r == 0
             bad |= np.isnan(r)
             if bad.any():
