@@ -78,3 +78,11 @@ class NoninterferenceError(ExecutionError):
 
 class SerializationError(TilecertError):
     """A program file is malformed."""
+
+
+class ResourceError(TilecertError):
+    """A request needs more of a resource (memory) than the configured bound allows."""
+
+
+class TilecertWarning(UserWarning):
+    """Base of every warning tilecert gives (something was done differently than asked, safely)."""

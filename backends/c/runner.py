@@ -29,6 +29,7 @@ from tilecert.lowering import Lowered, Validation, ValidationError, validate
 from tilecert.semantics import ir
 from tilecert.semantics.errors import ExecutionError, InputError
 
+from ..arrays import check_array
 from ..errors import SanitizerError
 from . import build
 from .prelude import ERROR_MESSAGES
@@ -70,28 +71,17 @@ class CKernel:
         return f"<tilecert C kernel {self.name} ({'sanitized' if self.sanitize else 'native'})>"
 
     # ------------------------------------------------------------------ inputs
-    def bind(self, kwargs: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
-        """The arrays by tensor name and every size, checked (no copies made)."""
+    def bind(self, kwargs: Mapping[str, Any], in_place: bool = False) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+        """The arrays by tensor name and every size, checked (no copies made; ``in_place``: the
+        arrays of written tensors must be writable too)."""
         p, lp = self.program, self.lowered
         rest = dict(kwargs)
         arrays: dict[str, np.ndarray] = {}
         for t in lp.tensors:
             if t.name not in rest:
                 raise InputError(f"missing array for tensor {t.name}", p.loc, f"pass {t.name}=numpy_array")
-            arr = rest.pop(t.name)
-            if not isinstance(arr, np.ndarray):
-                raise InputError(f"{t.name} must be a numpy array, got {type(arr).__name__}", p.loc,
-                                 "use np.asarray(...)")
-            want = np.dtype(_STORAGE[t.dtype])
-            if arr.dtype != want:
-                raise InputError(f"{t.name} has dtype {arr.dtype}; the kernel declares {t.dtype}", p.loc,
-                                 f"pass {t.name}.astype(np.{want.name})")
-            if arr.ndim != len(t.shape):
-                raise InputError(f"{t.name} has rank {arr.ndim}; the kernel declares rank {len(t.shape)}", p.loc,
-                                 f"pass a {len(t.shape)}-d array")
-            if not arr.flags.c_contiguous:
-                raise InputError(f"{t.name} is not C-contiguous", p.loc, f"pass np.ascontiguousarray({t.name})")
-            arrays[t.name] = arr
+            arrays[t.name] = check_array(t.name, rest.pop(t.name), np.dtype(_STORAGE[t.dtype]), t.dtype,
+                                         len(t.shape), p.loc, writable=in_place and t.written)
         sizes: dict[str, int] = {}
         origin: dict[str, str] = {}
         for name, value in rest.items():
@@ -140,7 +130,7 @@ class CKernel:
 
     def run_in_place(self, **arrays_and_sizes: Any) -> None:
         """Run on the given arrays (which must not overlap); written tensors are updated in place."""
-        arrays, sizes = self.bind(arrays_and_sizes)
+        arrays, sizes = self.bind(arrays_and_sizes, in_place=True)
         names = list(arrays)
         for i, a in enumerate(names):
             for b in names[i + 1:]:
