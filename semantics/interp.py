@@ -36,6 +36,7 @@ from .errors import ExecutionError, InputError, Loc, NoninterferenceError, Tilec
 from .index import INDEX_OPS, IBin, IConst, IExpr, INot, ISize, IVar, free_vars
 from .reduction import combine
 from .typing_rules import align_axes
+from .limits import allocatable, check_size
 from .ufuncs import BINARY, MERGE, UNARY, identity
 
 ORDERS = ("canonical", "reverse", "shuffle")
@@ -339,10 +340,11 @@ class Interpreter:
         env, oid = self.env, op.out.id
         const, shape = self._shape_fn(op.out.type.shape, "tile extent", op.loc)
         if const is not None:
-            arr = store_as(dt, np.full(const, op.value))
+            arr = store_as(dt, np.full(allocatable(const, dt.storage.itemsize, "a tc.full tile", op.loc), op.value))
             arr.flags.writeable = False
             return lambda: env.__setitem__(oid, arr)
-        return lambda: env.__setitem__(oid, store_as(dt, np.full(shape(), op.value)))
+        return lambda: env.__setitem__(oid, store_as(dt, np.full(allocatable(shape(), dt.storage.itemsize,
+                                                                             "a tc.full tile", op.loc), op.value)))
 
     def _c_Iota(self, op: ir.Iota) -> Callable[[], None]:
         dt = dtype_of(op.out.type.dtype)
@@ -350,7 +352,7 @@ class Interpreter:
         _, shape_f = self._shape_fn(op.out.type.shape, "tile extent", op.loc)
 
         def run() -> None:
-            shape = shape_f()
+            shape = allocatable(shape_f(), dt.storage.itemsize, "a tc.iota tile", op.loc)
             r = np.arange(shape[op.axis]).reshape((1,) * op.axis + (-1,) + (1,) * (len(shape) - op.axis - 1))
             env[oid] = store_as(dt, np.broadcast_to(r, shape))
         return run
@@ -630,7 +632,7 @@ class Interpreter:
         r = len(box)
         if op.bounds == "assume" and not mask.all():
             self._oob(op.tensor, idx, mask, op.loc, "load")
-        full = bshape + box
+        full = allocatable(bshape + box, t.itemsize, "a tile load (all parallel instances)", op.loc)
         mask = np.broadcast_to(mask, full)
         if record:
             self._record(op.tensor, np.ravel_multi_index(tuple(np.broadcast_to(ia, full)[mask] for ia in idx),
@@ -734,7 +736,8 @@ class Interpreter:
         storage = dtype_of(op.type.dtype).storage
 
         def run() -> None:
-            self.mems[op.mem] = np.zeros(tuple(self.batch) + shape_f(), storage)
+            self.mems[op.mem] = np.zeros(allocatable(tuple(self.batch) + shape_f(), storage.itemsize,
+                                                     "a tile memory (all parallel instances)", op.loc), storage)
             self.mem_depth[op.mem] = self.depth
         return run
 
@@ -1280,9 +1283,7 @@ def bind_sizes(p: ir.Program, arrays: Mapping[str, Any], sizes: Mapping[str, int
         if name not in p.sizes:
             raise InputError(f"unknown size or argument {name!r} for kernel {p.name}", p.loc,
                              f"tensors are {[t.name for t in p.tensors]}, sizes are {list(p.sizes)}")
-        if not isinstance(val, (int, np.integer)) or val < 0:
-            raise InputError(f"size {name} must be an int >= 0, got {val!r}", p.loc, "pass an int")
-        bound[name] = int(val)
+        bound[name] = check_size(name, val, p.loc)
         where[name] = "the explicit size"
     for t in p.tensors:
         arr = arrays[t.name]

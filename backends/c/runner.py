@@ -28,6 +28,7 @@ import numpy as np
 from tilecert.lowering import Lowered, Validation, ValidationError, validate
 from tilecert.semantics import ir
 from tilecert.semantics.errors import ExecutionError, InputError
+from tilecert.semantics.limits import check_size
 
 from ..arrays import check_array
 from ..errors import SanitizerError
@@ -88,9 +89,7 @@ class CKernel:
             if name not in lp.sizes:
                 raise InputError(f"unknown argument {name!r} for kernel {lp.name}", p.loc,
                                  f"tensors are {[t.name for t in lp.tensors]}, sizes are {list(lp.sizes)}")
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
-                raise InputError(f"size {name} must be an int >= 0, got {value!r}", p.loc, "pass an int")
-            sizes[name], origin[name] = int(value), "the explicit size"
+            sizes[name], origin[name] = check_size(name, value, p.loc), "the explicit size"
         for name, value in lp.bound:
             if sizes.setdefault(name, value) != value:
                 raise InputError(f"size {name} is {sizes[name]} but the schedule binds {value}", p.loc,
