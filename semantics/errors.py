@@ -86,3 +86,7 @@ class ResourceError(TilecertError):
 
 class TilecertWarning(UserWarning):
     """Base of every warning tilecert gives (something was done differently than asked, safely)."""
+
+
+class UnknownAttribute(CaptureError, AttributeError):
+    """A capture-time value has no such attribute (an ``AttributeError`` too, so ``hasattr`` works)."""

@@ -15,7 +15,7 @@ import numpy as np
 from . import ir
 from .builder import Frame, active
 from .dtypes import DType, dtype_of
-from .errors import CaptureError, TypeMismatch, caller_loc
+from .errors import CaptureError, TypeMismatch, UnknownAttribute, caller_loc
 from .index import IConst, IExpr, INot, cdiv as _icdiv, ibin
 from .typing_rules import broadcast_types
 
@@ -58,11 +58,19 @@ def _refusal(kind: str, what: str, hint: str) -> Callable[..., Any]:
     return refuse
 
 
+def _no_attribute(self: Any, name: str) -> Any:
+    """``UnknownAttribute`` for a missing attribute (numpy-style methods name the tile op to use)."""
+    if name.startswith("__"):
+        raise AttributeError(name)  # protocol probes (copy, pickle, numpy) see a plain missing attribute
+    raise UnknownAttribute(f"{type(self).__name__} values have no attribute {name!r}", hint=_numpy_hint(name))
+
+
 def _refuse_protocols(cls: type, kind: str, keep: tuple[str, ...] = ()) -> type:
     """Give ``cls`` every method of ``_NO_PROTOCOL`` (but those it defines and ``keep``) as a refusal."""
     for name, (what, hint) in _NO_PROTOCOL.items():
         if name not in cls.__dict__ and name not in keep:
             setattr(cls, name, _refusal(kind, what, hint))
+    cls.__getattr__ = _no_attribute  # type: ignore[attr-defined]
     cls.__array_ufunc__ = _array_ufunc  # type: ignore[attr-defined]
     cls.__array_function__ = _array_function  # type: ignore[attr-defined]
     return cls
@@ -304,13 +312,36 @@ def emit_value(op_factory, t: ir.TileType) -> Tile:
     return Tile(v, b.top)
 
 
+def scalar(value: Any, dtype: DType, role: str) -> Union[bool, int, float]:
+    """``value`` as a Python element of ``dtype`` (``role`` says where it is used, for messages).
+
+    bool takes True / False; the integer types take ints (and integral finite floats) within
+    64 bits, wrapped to the width when stored; the float types take any number within the
+    float range. Numpy scalars count as the numbers they hold."""
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        value = value.item()
+    if not isinstance(value, (bool, int, float)):
+        raise TypeMismatch(f"a {type(value).__name__} {role}", hint="use a Python int, float or bool")
+    if dtype.is_bool:
+        if not isinstance(value, bool):
+            raise TypeMismatch(f"{value!r} {role}", hint="use True / False")
+        return value
+    if dtype.is_int:
+        if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+            raise TypeMismatch(f"the float {value} {role}", hint="integers have no NaN, infinity or fraction: "
+                               "pass an int, or cast the tile to a float type first")
+        if not -2 ** 63 <= int(value) < 2 ** 64:
+            raise TypeMismatch(f"the int {int(value)} {role} is beyond 64 bits", hint="pass a value of the dtype's range")
+        return int(value)
+    try:
+        return float(value)
+    except OverflowError:
+        raise TypeMismatch(f"the int {value} {role} is beyond the float range", hint="pass a finite float") from None
+
+
 def constant(value: Any, dtype: DType) -> Tile:
     """A rank-0 tile holding a Python scalar."""
-    if dtype.is_int and isinstance(value, float) and not float(value).is_integer():
-        raise TypeMismatch(f"the float {value} mixed with a {dtype.name} tile", hint="cast the tile to a float type first")
-    if dtype.is_bool and not isinstance(value, bool):
-        raise TypeMismatch(f"{value!r} mixed with a bool tile", hint="use True / False")
-    py = bool(value) if dtype.is_bool else (int(value) if dtype.is_int else float(value))
+    py = scalar(value, dtype, f"mixed with a {dtype.name} tile")
     loc = caller_loc()
     return emit_value(lambda v: ir.Full(v, py, loc), ir.TileType(dtype.name))
 

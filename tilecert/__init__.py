@@ -50,8 +50,8 @@ def schedule(k: Kernel, **sizes_and_config: Any) -> Schedule:
     return Schedule.create(k, **sizes_and_config)
 
 
-def run(k: Union[Kernel, ir.Program], *, order: str = "canonical", seed: int = 0, reduce_mode: str = "canonical",
-        checked: bool = True, **arrays_and_sizes: Any) -> dict[str, np.ndarray]:
+def run(k: Union[Kernel, ir.Program], *positional: Any, order: str = "canonical", seed: int = 0,
+        reduce_mode: str = "canonical", checked: bool = True, **arrays_and_sizes: Any) -> dict[str, np.ndarray]:
     """Interpret ``k`` on copies of the arrays; sizes come from the arrays' shapes.
 
     ``order``: parallel instance order (canonical | reverse | shuffle, seeded by ``seed``).
@@ -59,7 +59,11 @@ def run(k: Union[Kernel, ir.Program], *, order: str = "canonical", seed: int = 0
     ``checked``: record each parallel instance's cells and report conflicts.
     Returns the tensors the kernel writes, by name.
     """
-    check_seed(seed, k.loc if isinstance(k, (Kernel, ir.Program)) else None)
+    loc = k.loc if isinstance(k, (Kernel, ir.Program)) else None
+    if positional:
+        raise InputError(f"tc.run takes the arrays and sizes by name, got {len(positional)} positional argument(s)",
+                         loc, "pass them as keywords: tc.run(kernel, A=a, B=b)")
+    check_seed(seed, loc)
     kwargs = dict(arrays_and_sizes)
     config = k.split_config(kwargs) if isinstance(k, Kernel) else {}
     program = capture(k, **config)

@@ -72,10 +72,14 @@ class CKernel:
         return f"<tilecert C kernel {self.name} ({'sanitized' if self.sanitize else 'native'})>"
 
     # ------------------------------------------------------------------ inputs
-    def bind(self, kwargs: Mapping[str, Any], in_place: bool = False) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    def bind(self, kwargs: Mapping[str, Any], in_place: bool = False,
+             positional: tuple[Any, ...] = ()) -> tuple[dict[str, np.ndarray], dict[str, int]]:
         """The arrays by tensor name and every size, checked (no copies made; ``in_place``: the
-        arrays of written tensors must be writable too)."""
+        arrays of written tensors must be writable too; ``positional`` arguments are refused)."""
         p, lp = self.program, self.lowered
+        if positional:
+            raise InputError(f"kernel {lp.name} takes its arrays and sizes by name, got {len(positional)} positional "
+                             "argument(s)", p.loc, f"pass them as keywords: {', '.join(t.name + '=...' for t in lp.tensors)}")
         rest = dict(kwargs)
         arrays: dict[str, np.ndarray] = {}
         for t in lp.tensors:
@@ -121,15 +125,15 @@ class CKernel:
         self._checked[key] = None
 
     # ------------------------------------------------------------------ running
-    def __call__(self, **arrays_and_sizes: Any) -> dict[str, np.ndarray]:
-        arrays, sizes = self.bind(arrays_and_sizes)
+    def __call__(self, *positional: Any, **arrays_and_sizes: Any) -> dict[str, np.ndarray]:
+        arrays, sizes = self.bind(arrays_and_sizes, positional=positional)
         data = {name: np.array(a, copy=True, order="C") for name, a in arrays.items()}
         self._run(data, sizes, round_inputs=True)
         return {name: data[name] for name in self.lowered.outputs}
 
-    def run_in_place(self, **arrays_and_sizes: Any) -> None:
+    def run_in_place(self, *positional: Any, **arrays_and_sizes: Any) -> None:
         """Run on the given arrays (which must not overlap); written tensors are updated in place."""
-        arrays, sizes = self.bind(arrays_and_sizes, in_place=True)
+        arrays, sizes = self.bind(arrays_and_sizes, in_place=True, positional=positional)
         names = list(arrays)
         for i, a in enumerate(names):
             for b in names[i + 1:]:
