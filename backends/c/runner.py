@@ -1,10 +1,12 @@
 """A compiled C kernel as a Python callable on numpy arrays.
 
-``CKernel(**arrays_and_sizes)`` checks every array (a numpy array of the tensor's storage
-dtype, its rank, C-contiguous; shapes consistent with each other, with explicit sizes and
-with the sizes the schedule bound), copies the arrays (bf16 values rounded, as the
+``CKernel(**arrays_and_sizes)`` checks every array (``backends.arrays.check_array``: a numpy
+array of the tensor's storage dtype in native byte order, its rank, C-contiguous, aligned;
+shapes consistent with each other, with explicit sizes and with the sizes the schedule bound;
+sizes by ``semantics.limits.check_size``), copies the arrays (bf16 values rounded, as the
 interpreter stores them), runs the kernel and returns the tensors it writes, by name, like
-``tc.run``. ``run_in_place`` runs on the caller's arrays without copying (benchmarks).
+``tc.run``. ``run_in_place`` runs on the caller's arrays without copying (benchmarks); the
+arrays of written tensors must be writable. Arrays and sizes are passed by name only.
 
 When the sizes were left symbolic and translation validation could not prove everything
 for all sizes, each new size binding is validated before the first run with it: a
