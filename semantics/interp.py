@@ -34,9 +34,9 @@ from . import ir
 from .dtypes import DType, dtype_of, store_as
 from .errors import ExecutionError, InputError, Loc, NoninterferenceError, TilecertError
 from .index import INDEX_OPS, IBin, IConst, IExpr, INot, ISize, IVar, free_vars
+from .limits import allocatable, check_size
 from .reduction import combine
 from .typing_rules import align_axes
-from .limits import allocatable, check_size
 from .ufuncs import BINARY, MERGE, UNARY, identity
 
 ORDERS = ("canonical", "reverse", "shuffle")
@@ -426,7 +426,7 @@ class Interpreter:
             merge = self._ufunc_merge(ufunc, dt)
         use_ufunc = ufunc if dt.name != "bf16" else None
         # every order gives the same bits: integer arithmetic (it wraps), and min / max
-        # (checked per result: a float zero or NaN can differ in sign or payload)
+        # (checked per result: a NaN can differ in payload; zeros follow the IEEE sign rule in any order)
         exact = op.combiner in ("max", "min") or (op.combiner != "custom" and not dt.is_float)
         seed_const = None if op.init is not None else store_as(dt, np.asarray(identity(op.combiner, dt), dt.storage))
         env, oid, get = self.env, op.out.id, self.get
@@ -1182,9 +1182,7 @@ def _order_free_reduce(ufunc: np.ufunc, dt: DType, seed: np.ndarray, items: np.n
         if np.isnan(seed).any():
             return None
         if ufunc in (MERGE["max"], MERGE["min"]):
-            bad = r == 0
-            bad |= np.isnan(r)
-            if bad.any():
+            if np.isnan(r).any():
                 return None
         else:
             return None
