@@ -12,6 +12,7 @@ from tilecert.semantics import ir
 from tilecert.semantics.errors import InputError, TilecertError
 from tilecert.semantics.expand import expand
 from tilecert.semantics.kernel import Kernel
+from tilecert.semantics.limits import check_seed, check_size
 from tilecert.semantics.sched import Schedule
 
 from .c import CKernel, compile_c
@@ -78,8 +79,10 @@ def differential(obj: Compilable, target: str = "c", trials: int = 10, seed: int
     check_target(target)
     if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
         raise InputError(f"trials must be a positive int, got {trials!r}", hint="e.g. trials=10")
+    check_seed(seed)
     program, bound = resolve(obj, config)
     for name, value in (sizes or {}).items():
+        check_size(name, value, program.loc)
         if name not in program.sizes or bound.get(name, value) != value:
             raise InputError(f"size {name}={value} conflicts with the program (sizes {list(program.sizes)}, "
                              f"bound {bound})", program.loc, "give only sizes the schedule leaves symbolic")

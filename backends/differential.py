@@ -38,6 +38,7 @@ from tilecert.semantics import loopir as L
 from tilecert.semantics.dtypes import dtype_of
 from tilecert.semantics.errors import ExecutionError
 from tilecert.semantics.index import IExpr, evaluate, free_vars
+from tilecert.semantics.limits import check_allocation
 from tilecert.semantics.interp import prepare_inputs
 from tilecert.semantics.loopinterp import interpret_loops
 
@@ -109,6 +110,7 @@ class DiffReport:
 
 def random_array(rng: np.random.Generator, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
     dt = dtype_of(dtype)
+    check_allocation(shape, 8, f"a random {dtype} input")  # drawn as 8-byte values, then converted
     if dt.is_bool:
         return rng.integers(0, 2, size=shape).astype(np.bool_)
     if dt.is_float:

@@ -1,7 +1,7 @@
 """Errors of the backends: every one a ``TilecertError`` with a hint."""
 from __future__ import annotations
 
-from tilecert.semantics.errors import TilecertError
+from tilecert.semantics.errors import TilecertError, TilecertWarning
 
 
 class BackendError(TilecertError):
@@ -18,3 +18,7 @@ class CompileError(BackendError):
 
 class SanitizerError(BackendError):
     """A sanitizer build reported undefined behaviour or a memory error (the report is in the message)."""
+
+
+class CacheWarning(TilecertWarning):
+    """The build cache folder cannot be used safely; builds go to a private temporary folder."""

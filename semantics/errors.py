@@ -78,3 +78,15 @@ class NoninterferenceError(ExecutionError):
 
 class SerializationError(TilecertError):
     """A program file is malformed."""
+
+
+class ResourceError(TilecertError):
+    """A request needs more of a resource (memory) than the configured bound allows."""
+
+
+class TilecertWarning(UserWarning):
+    """Base of every warning tilecert gives (something was done differently than asked, safely)."""
+
+
+class UnknownAttribute(CaptureError, AttributeError):
+    """A capture-time value has no such attribute (an ``AttributeError`` too, so ``hasattr`` works)."""

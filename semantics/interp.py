@@ -34,6 +34,7 @@ from . import ir
 from .dtypes import DType, dtype_of, store_as
 from .errors import ExecutionError, InputError, Loc, NoninterferenceError, TilecertError
 from .index import INDEX_OPS, IBin, IConst, IExpr, INot, ISize, IVar, free_vars
+from .limits import allocatable, check_size
 from .reduction import combine
 from .typing_rules import align_axes
 from .ufuncs import BINARY, MERGE, UNARY, identity
@@ -339,10 +340,11 @@ class Interpreter:
         env, oid = self.env, op.out.id
         const, shape = self._shape_fn(op.out.type.shape, "tile extent", op.loc)
         if const is not None:
-            arr = store_as(dt, np.full(const, op.value))
+            arr = store_as(dt, np.full(allocatable(const, dt.storage.itemsize, "a tc.full tile", op.loc), op.value))
             arr.flags.writeable = False
             return lambda: env.__setitem__(oid, arr)
-        return lambda: env.__setitem__(oid, store_as(dt, np.full(shape(), op.value)))
+        return lambda: env.__setitem__(oid, store_as(dt, np.full(allocatable(shape(), dt.storage.itemsize,
+                                                                             "a tc.full tile", op.loc), op.value)))
 
     def _c_Iota(self, op: ir.Iota) -> Callable[[], None]:
         dt = dtype_of(op.out.type.dtype)
@@ -350,7 +352,7 @@ class Interpreter:
         _, shape_f = self._shape_fn(op.out.type.shape, "tile extent", op.loc)
 
         def run() -> None:
-            shape = shape_f()
+            shape = allocatable(shape_f(), dt.storage.itemsize, "a tc.iota tile", op.loc)
             r = np.arange(shape[op.axis]).reshape((1,) * op.axis + (-1,) + (1,) * (len(shape) - op.axis - 1))
             env[oid] = store_as(dt, np.broadcast_to(r, shape))
         return run
@@ -424,7 +426,7 @@ class Interpreter:
             merge = self._ufunc_merge(ufunc, dt)
         use_ufunc = ufunc if dt.name != "bf16" else None
         # every order gives the same bits: integer arithmetic (it wraps), and min / max
-        # (checked per result: a float zero or NaN can differ in sign or payload)
+        # (checked per result: a NaN can differ in payload; zeros follow the IEEE sign rule in any order)
         exact = op.combiner in ("max", "min") or (op.combiner != "custom" and not dt.is_float)
         seed_const = None if op.init is not None else store_as(dt, np.asarray(identity(op.combiner, dt), dt.storage))
         env, oid, get = self.env, op.out.id, self.get
@@ -631,7 +633,7 @@ class Interpreter:
         r = len(box)
         if op.bounds == "assume" and not mask.all():
             self._oob(op.tensor, idx, mask, op.loc, "load")
-        full = bshape + box
+        full = allocatable(bshape + box, t.itemsize, "a tile load (all parallel instances)", op.loc)
         mask = np.broadcast_to(mask, full)
         if record:
             self._record(op.tensor, np.ravel_multi_index(tuple(np.broadcast_to(ia, full)[mask] for ia in idx),
@@ -735,7 +737,8 @@ class Interpreter:
         storage = dtype_of(op.type.dtype).storage
 
         def run() -> None:
-            self.mems[op.mem] = np.zeros(tuple(self.batch) + shape_f(), storage)
+            self.mems[op.mem] = np.zeros(allocatable(tuple(self.batch) + shape_f(), storage.itemsize,
+                                                     "a tile memory (all parallel instances)", op.loc), storage)
             self.mem_depth[op.mem] = self.depth
         return run
 
@@ -1199,10 +1202,8 @@ def _order_free_reduce(ufunc: np.ufunc, dt: DType, seed: np.ndarray, items: np.n
     if dt.is_float:
         if np.isnan(seed).any():
             return None
-        if ufunc in (np.maximum, np.minimum):
-            bad = r == 0
-            bad |= np.isnan(r)
-            if bad.any():
+        if ufunc in (MERGE["max"], MERGE["min"]):
+            if np.isnan(r).any():
                 return None
         else:
             return None
@@ -1311,9 +1312,7 @@ def bind_sizes(p: ir.Program, arrays: Mapping[str, Any], sizes: Mapping[str, int
         if name not in p.sizes:
             raise InputError(f"unknown size or argument {name!r} for kernel {p.name}", p.loc,
                              f"tensors are {[t.name for t in p.tensors]}, sizes are {list(p.sizes)}")
-        if not isinstance(val, (int, np.integer)) or val < 0:
-            raise InputError(f"size {name} must be an int >= 0, got {val!r}", p.loc, "pass an int")
-        bound[name] = int(val)
+        bound[name] = check_size(name, val, p.loc)
         where[name] = "the explicit size"
     for t in p.tensors:
         arr = arrays[t.name]

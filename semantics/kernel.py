@@ -1,7 +1,9 @@
 """``@tc.kernel``: signature analysis, source rewriting and capture into a ``Program``."""
 from __future__ import annotations
 
+import ast
 import inspect
+import textwrap
 from typing import Any, Callable
 
 from . import ir
@@ -138,7 +140,12 @@ class Kernel:
             args[pname] = TensorRef(pname, spec.dtype, dims, tuple(ISize(d) for d in spec.dims))
         _ACTIVE.append(b)
         try:
-            self._rewritten(**args, **config)
+            try:
+                self._rewritten(**args, **config)
+            except RecursionError:
+                raise CaptureError(f"the capture of kernel {self.name} recursed beyond Python's limit", self.loc,
+                                   "a helper function calls itself without end (a kernel body runs once, at "
+                                   "capture)") from None
             if len(b.frames) != 1:
                 raise CaptureError("unterminated execution nest at end of kernel capture", self.loc,
                                    "do not return from inside a region loop")
@@ -152,10 +159,53 @@ class Kernel:
         cfg = tuple(sorted((k, v) for k, v in config.items() if isinstance(v, (int, float, bool))))
         return ir.Program(self.name, self.size_names, decls, body, cfg, self.loc)
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _ACTIVE:
+            raise CaptureError(f"kernel {self.name} called while a kernel is captured (recursion or a nested "
+                               "kernel)", caller_loc(), "kernels cannot call kernels: move the shared code into a "
+                               "plain Python helper function")
+        tensors = ", ".join(f"{t}=array" for t in self.tensors)
+        raise CaptureError(f"kernel {self.name} is not called directly", caller_loc(),
+                           f"run it with tc.run({self.name}, {tensors}) or compile it with tc.compile")
+
     def __repr__(self) -> str:
         return f"<tilecert kernel {self.name}>"
 
 
+_SUSPENDING = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+
+
 def kernel(fn: Callable[..., Any]) -> Kernel:
-    """Decorate a function written in the tile DSL."""
+    """Decorate a function written in the tile DSL: a plain ``def`` (not a class, not a kernel, no
+    ``yield`` and not ``async``: its body runs once, at capture)."""
+    loc = caller_loc()
+    if isinstance(fn, Kernel):
+        raise CaptureError(f"{fn.name} is already a @tc.kernel", loc, "decorate the function once")
+    if inspect.isclass(fn):
+        raise CaptureError(f"@tc.kernel applies to a function, not to the class {fn.__name__}", loc,
+                           "decorate a `def` whose parameters are the tensors and config values")
+    if not inspect.isfunction(fn):
+        raise CaptureError(f"@tc.kernel applies to a plain function, got a {type(fn).__name__}", loc,
+                           "decorate a `def`")
+    if fn.__code__.co_flags & _SUSPENDING:
+        raise CaptureError(f"kernel {fn.__name__} is a generator or coroutine (`yield`, `await` or `async def`): "
+                           "its body would never run", _suspension_loc(fn),
+                           "remove the yield / async: a kernel body runs once at capture and returns nothing")
     return Kernel(fn)
+
+
+def _suspension_loc(fn: Callable[..., Any]) -> Loc:
+    """The line of ``fn``'s first ``yield`` / ``await`` (outside nested functions), else of its ``def``."""
+    first = fn.__code__.co_firstlineno
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return Loc(fn.__code__.co_filename, first)
+    todo = list(ast.iter_child_nodes(tree.body[0]))
+    while todo:
+        node = todo.pop(0)
+        if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await)):
+            return Loc(fn.__code__.co_filename, first + node.lineno - 1)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(node))
+    return Loc(fn.__code__.co_filename, first)

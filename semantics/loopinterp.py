@@ -42,6 +42,7 @@ from .dtypes import dtype_of, store_as
 from .errors import ExecutionError, Loc
 from .index import IExpr, evaluate
 from .interp import _pad
+from .limits import allocatable
 from .ufuncs import BINARY, MERGE, UNARY
 
 THREAD_SCOPES = ("block", "warp", "lane")
@@ -95,7 +96,9 @@ class LoopInterpreter:
     # ------------------------------------------------------------------ buffers
     def st_Decl(self, st: L.Decl) -> None:
         shape = tuple(int(np.max(self.idx(s))) if np.ndim(self.idx(s)) else int(self.idx(s)) for s in st.buf.shape)
-        self.bufs[st.buf.name] = (np.zeros(tuple(self.batch) + shape, dtype_of(st.buf.dtype).storage), self.depth)
+        storage = dtype_of(st.buf.dtype).storage
+        full = allocatable(tuple(self.batch) + shape, storage.itemsize, f"buffer {st.buf.name}", st.loc)
+        self.bufs[st.buf.name] = (np.zeros(full, storage), self.depth)
         self.dtypes[st.buf.name] = st.buf.dtype
         self.decl_scope[st.buf.name] = len(self.recorder.scopes) if self.recorder is not None else 0
 

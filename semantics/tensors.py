@@ -38,6 +38,9 @@ class TensorRef:
 
     def dim(self, axis: int) -> ir.Dim:
         """The Dim handle of ``axis``."""
+        if not isinstance(axis, int) or isinstance(axis, bool) or not 0 <= axis < self.rank:
+            raise CaptureError(f"{self.name}.dim({axis!r}): the rank-{self.rank} tensor has axes 0 .. {self.rank - 1}",
+                               hint=f"pick an axis in 0 .. {self.rank - 1}")
         return self.dims[axis]
 
     def with_dims(self, *dims: Any) -> "TensorRef":

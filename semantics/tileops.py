@@ -9,7 +9,7 @@ from .dtypes import DType, dtype_of
 from .errors import CaptureError, TypeMismatch, caller_loc
 from .index import CMP_OPS, IBin, IConst, INot
 from .typing_rules import broadcast_types, mma_spec
-from .values import Idx, Tile, binary, coerce, constant, emit_value, index_expr, unary
+from .values import Idx, Tile, binary, coerce, constant, emit_value, index_expr, scalar, unary
 
 DimSpec = Union[ir.Dim, str]
 
@@ -51,8 +51,7 @@ def dims(*labels: str) -> tuple[ir.Dim, ...]:
 def full(dtype: Any, shape: Sequence[Any], value: Union[int, float, bool], dims: Optional[Sequence[DimSpec]] = None) -> Tile:
     """A tile of ``shape`` filled with ``value``."""
     t = _shape_type(dtype, shape, dims)
-    dt = dtype_of(dtype)
-    py = bool(value) if dt.is_bool else (int(value) if dt.is_int else float(value))
+    py = scalar(value, dtype_of(dtype), f"as a {dtype_of(dtype).name} fill value")
     loc = caller_loc()
     return emit_value(lambda v: ir.Full(v, py, loc), t)
 

@@ -6,14 +6,114 @@ with a tile becomes a scalar of the tile's dtype.
 """
 from __future__ import annotations
 
-from typing import Any, Union
+import math
+import operator
+from typing import Any, Callable, Union
+
+import numpy as np
 
 from . import ir
 from .builder import Frame, active
 from .dtypes import DType, dtype_of
-from .errors import CaptureError, TypeMismatch, caller_loc
+from .errors import CaptureError, TypeMismatch, UnknownAttribute, caller_loc
 from .index import IConst, IExpr, INot, cdiv as _icdiv, ibin
 from .typing_rules import broadcast_types
+
+
+# Python protocols with no meaning on capture-time values, with what to write instead
+_NO_PROTOCOL = {
+    "__float__": ("float()", "a capture-time value has no Python number; keep it a tile (tc.cast changes dtypes)"),
+    "__complex__": ("complex()", "tiles have no complex dtype"),
+    "__len__": ("len()", "read extents with .shape"),
+    "__getitem__": ("[] indexing", "tiles are whole values: load the part you need with A.tile(...).load() or "
+                    "reshape / reduce the tile"),
+    "__setitem__": ("[] assignment", "tiles are immutable values: build a new one with tc.where(mask, new, old)"),
+    "__contains__": ("`in`", "compare with == and reduce the result"),
+    "__iter__": ("iteration", "use tile ops (reduce, reshape, ...) on the whole tile"),
+    "__reversed__": ("reversed()", "use tile ops on the whole tile"),
+    "__matmul__": ("`@`", "use tc.matmul(a, b) (or tc.mma for an accumulator)"),
+    "__rmatmul__": ("`@`", "use tc.matmul(a, b) (or tc.mma for an accumulator)"),
+    "__pow__": ("`**`", "multiply explicitly (x * x), or use tc.exp(y * tc.log(x))"),
+    "__rpow__": ("`**`", "multiply explicitly, or use tc.exp(y * tc.log(x))"),
+    "__lshift__": ("`<<`", "shifts are not tile ops: multiply by a power of two"),
+    "__rlshift__": ("`<<`", "shifts are not tile ops: multiply by a power of two"),
+    "__rshift__": ("`>>`", "shifts are not tile ops: floor-divide by a power of two"),
+    "__rrshift__": ("`>>`", "shifts are not tile ops: floor-divide by a power of two"),
+    "__xor__": ("`^`", "for bools write a != b"),
+    "__rxor__": ("`^`", "for bools write a != b"),
+    "__divmod__": ("divmod()", "write a // b and a % b"),
+    "__rdivmod__": ("divmod()", "write a // b and a % b"),
+    "__round__": ("round()", "there is no rounding tile op; tc.cast to an integer type truncates"),
+    "__trunc__": ("math.trunc()", "tc.cast to an integer type truncates toward zero"),
+    "__floor__": ("math.floor()", "there is no floor tile op on floats; use // on integer tiles"),
+    "__ceil__": ("math.ceil()", "there is no ceil tile op on floats; use tc.cdiv on extents"),
+    "__array__": ("conversion to a numpy array", "tiles exist only while the kernel is captured; tc.run returns "
+                  "the arrays"),
+}
+
+
+def _refusal(kind: str, what: str, hint: str) -> Callable[..., Any]:
+    def refuse(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise CaptureError(f"{what} is not defined on {kind}", hint=hint)
+    return refuse
+
+
+def _no_attribute(self: Any, name: str) -> Any:
+    """``UnknownAttribute`` for a missing attribute (numpy-style methods name the tile op to use)."""
+    if name.startswith("__"):
+        raise AttributeError(name)  # protocol probes (copy, pickle, numpy) see a plain missing attribute
+    raise UnknownAttribute(f"{type(self).__name__} values have no attribute {name!r}", hint=_numpy_hint(name))
+
+
+def _refuse_protocols(cls: type, kind: str, keep: tuple[str, ...] = ()) -> type:
+    """Give ``cls`` every method of ``_NO_PROTOCOL`` (but those it defines and ``keep``) as a refusal."""
+    for name, (what, hint) in _NO_PROTOCOL.items():
+        if name not in cls.__dict__ and name not in keep:
+            setattr(cls, name, _refusal(kind, what, hint))
+    cls.__getattr__ = _no_attribute  # type: ignore[attr-defined]
+    cls.__array_ufunc__ = _array_ufunc  # type: ignore[attr-defined]
+    cls.__array_function__ = _array_function  # type: ignore[attr-defined]
+    return cls
+
+
+# numpy ufuncs that are Python operators on capture values (a numpy scalar operand is fine)
+_UFUNC_OPERATORS = {
+    np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul, np.true_divide: operator.truediv,
+    np.floor_divide: operator.floordiv, np.remainder: operator.mod, np.less: operator.lt,
+    np.less_equal: operator.le, np.greater: operator.gt, np.greater_equal: operator.ge, np.equal: operator.eq,
+    np.not_equal: operator.ne,
+}
+# numpy names with a tile op of another name
+_TC_NAME = {"absolute": "abs", "fabs": "abs", "fmax": "maximum", "fmin": "minimum", "dot": "matmul",
+            "einsum": "mma", "sum": "reduce", "amax": "reduce", "amin": "reduce", "max": "reduce", "min": "reduce",
+            "prod": "reduce", "zeros_like": "zeros", "full_like": "full", "astype": "cast"}
+_TC_OPS = {"exp", "log", "sqrt", "tanh", "abs", "maximum", "minimum", "matmul", "mma", "reduce", "zeros", "full",
+           "cast", "where", "reshape", "iota"}
+
+
+def _numpy_hint(name: str) -> str:
+    tc_name = _TC_NAME.get(name, name)
+    if tc_name in _TC_OPS:
+        return f"use tc.{tc_name}(...), the tile op"
+    return "tiles are capture-time values, not arrays: use the tile ops (tc.exp, tc.where, tc.reduce, ...)"
+
+
+def _array_ufunc(self: Any, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+    """numpy ufuncs on capture values: the Python operator for a numpy scalar operand, else a ``CaptureError``."""
+    fn = _UFUNC_OPERATORS.get(ufunc)
+    if fn is not None and method == "__call__" and not kwargs and len(inputs) == 2 \
+            and all(isinstance(x, (Tile, Idx, np.generic)) for x in inputs):
+        a, b = (x.item() if isinstance(x, np.generic) else x for x in inputs)
+        return fn(a, b)
+    if any(isinstance(x, np.ndarray) for x in inputs):
+        raise CaptureError(f"numpy array operand of np.{ufunc.__name__} with a capture-time value",
+                           hint="numpy arrays cannot enter a kernel: pass them as tensors and load tiles")
+    raise CaptureError(f"numpy function np.{ufunc.__name__} on a capture-time value", hint=_numpy_hint(ufunc.__name__))
+
+
+def _array_function(self: Any, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+    name = getattr(func, "__name__", str(func))
+    raise CaptureError(f"numpy function np.{name} on a capture-time value", hint=_numpy_hint(name))
 
 
 class Idx:
@@ -72,6 +172,12 @@ class Idx:
         raise CaptureError(f"index expression {self.expr} has no Python truth value at capture",
                            hint="it depends on sizes or coordinates; use tc.where for data choices")
 
+    def __float__(self) -> float:
+        if isinstance(self.expr, IConst):
+            return float(self.expr.value)
+        raise CaptureError(f"index expression {self.expr} has no Python number at capture",
+                           hint="it depends on sizes or coordinates; use it as an extent or origin")
+
     def __index__(self) -> int:
         if isinstance(self.expr, IConst):
             return self.expr.value
@@ -80,6 +186,9 @@ class Idx:
 
     def __repr__(self) -> str:
         return f"Idx({self.expr})"
+
+
+_refuse_protocols(Idx, "index expressions", keep=("__array__",))
 
 
 def as_index(x: Any) -> IExpr | None:
@@ -188,6 +297,11 @@ class Tile:
     def __neg__(self): return unary("neg", self)  # noqa: E704
     def __invert__(self): return unary("not", self)  # noqa: E704
     def __abs__(self): return unary("abs", self)  # noqa: E704
+    def __int__(self): raise CaptureError("int() is not defined on tiles", hint=_NO_PROTOCOL["__float__"][1])  # noqa: E704
+    def __index__(self): raise CaptureError("a tile is not an index", hint="data values cannot be used as indices or extents (static control only)")  # noqa: E704,E501
+
+
+_refuse_protocols(Tile, "tiles")
 
 
 def emit_value(op_factory, t: ir.TileType) -> Tile:
@@ -198,13 +312,36 @@ def emit_value(op_factory, t: ir.TileType) -> Tile:
     return Tile(v, b.top)
 
 
+def scalar(value: Any, dtype: DType, role: str) -> Union[bool, int, float]:
+    """``value`` as a Python element of ``dtype`` (``role`` says where it is used, for messages).
+
+    bool takes True / False; the integer types take ints (and integral finite floats) within
+    64 bits, wrapped to the width when stored; the float types take any number within the
+    float range. Numpy scalars count as the numbers they hold."""
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        value = value.item()
+    if not isinstance(value, (bool, int, float)):
+        raise TypeMismatch(f"a {type(value).__name__} {role}", hint="use a Python int, float or bool")
+    if dtype.is_bool:
+        if not isinstance(value, bool):
+            raise TypeMismatch(f"{value!r} {role}", hint="use True / False")
+        return value
+    if dtype.is_int:
+        if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+            raise TypeMismatch(f"the float {value} {role}", hint="integers have no NaN, infinity or fraction: "
+                               "pass an int, or cast the tile to a float type first")
+        if not -2 ** 63 <= int(value) < 2 ** 64:
+            raise TypeMismatch(f"the int {int(value)} {role} is beyond 64 bits", hint="pass a value of the dtype's range")
+        return int(value)
+    try:
+        return float(value)
+    except OverflowError:
+        raise TypeMismatch(f"the int {value} {role} is beyond the float range", hint="pass a finite float") from None
+
+
 def constant(value: Any, dtype: DType) -> Tile:
     """A rank-0 tile holding a Python scalar."""
-    if dtype.is_int and isinstance(value, float) and not float(value).is_integer():
-        raise TypeMismatch(f"the float {value} mixed with a {dtype.name} tile", hint="cast the tile to a float type first")
-    if dtype.is_bool and not isinstance(value, bool):
-        raise TypeMismatch(f"{value!r} mixed with a bool tile", hint="use True / False")
-    py = bool(value) if dtype.is_bool else (int(value) if dtype.is_int else float(value))
+    py = scalar(value, dtype, f"mixed with a {dtype.name} tile")
     loc = caller_loc()
     return emit_value(lambda v: ir.Full(v, py, loc), ir.TileType(dtype.name))
 
@@ -213,6 +350,8 @@ def coerce(x: Any, dtype: DType) -> Tile:
     """Turn a tile, index or Python scalar into a tile (scalars and indices take ``dtype``)."""
     if isinstance(x, Tile):
         return x
+    if isinstance(x, np.generic) and x.dtype.kind in "biuf":
+        x = x.item()  # a numpy scalar is the Python number it holds
     if isinstance(x, Idx):
         e = active().check_index(x.expr)
         if dtype.is_bool:

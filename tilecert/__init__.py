@@ -13,12 +13,14 @@ import numpy as np
 from tilecert.semantics import ir
 from tilecert.semantics.dtypes import DType, bf16, bool_, f16, f32, f64, i8, i16, i32, i64, u8
 from tilecert.semantics.errors import (CaptureError, ExecutionError, InputError, NoninterferenceError,
-                                       SerializationError, TilecertError, TypeMismatch)
+                                       ResourceError, SerializationError, TilecertError, TilecertWarning,
+                                       TypeMismatch)
 from tilecert.semantics.expand import expand
 from tilecert.semantics.interp import interpret, prepare_inputs
 from tilecert.semantics.loopinterp import interpret_loops
 from tilecert.semantics.loopir import is_loop_form
 from tilecert.semantics.kernel import Kernel, Tensor, kernel
+from tilecert.semantics.limits import check_seed
 from tilecert.semantics.printer import format_program
 from tilecert.semantics.sched import Schedule
 from tilecert.semantics.sched.base import ScheduleError
@@ -48,8 +50,8 @@ def schedule(k: Kernel, **sizes_and_config: Any) -> Schedule:
     return Schedule.create(k, **sizes_and_config)
 
 
-def run(k: Union[Kernel, ir.Program], *, order: str = "canonical", seed: int = 0, reduce_mode: str = "canonical",
-        checked: bool = True, **arrays_and_sizes: Any) -> dict[str, np.ndarray]:
+def run(k: Union[Kernel, ir.Program], *positional: Any, order: str = "canonical", seed: int = 0,
+        reduce_mode: str = "canonical", checked: bool = True, **arrays_and_sizes: Any) -> dict[str, np.ndarray]:
     """Interpret ``k`` on copies of the arrays; sizes come from the arrays' shapes.
 
     ``order``: parallel instance order (canonical | reverse | shuffle, seeded by ``seed``).
@@ -57,6 +59,11 @@ def run(k: Union[Kernel, ir.Program], *, order: str = "canonical", seed: int = 0
     ``checked``: record each parallel instance's cells and report conflicts.
     Returns the tensors the kernel writes, by name.
     """
+    loc = k.loc if isinstance(k, (Kernel, ir.Program)) else None
+    if positional:
+        raise InputError(f"tc.run takes the arrays and sizes by name, got {len(positional)} positional argument(s)",
+                         loc, "pass them as keywords: tc.run(kernel, A=a, B=b)")
+    check_seed(seed, loc)
     kwargs = dict(arrays_and_sizes)
     config = k.split_config(kwargs) if isinstance(k, Kernel) else {}
     program = capture(k, **config)
@@ -82,6 +89,6 @@ __all__ = [
     "mma", "matmul", "reshape",
     "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "bool_", "DType",
     "TilecertError", "CaptureError", "TypeMismatch", "InputError", "ExecutionError", "NoninterferenceError",
-    "SerializationError", "ScheduleError", "check",
+    "SerializationError", "ScheduleError", "ResourceError", "TilecertWarning", "check",
     "compile", "emit", "differential", "DiffReport",
 ]

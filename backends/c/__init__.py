@@ -5,7 +5,6 @@ from typing import Mapping
 
 from tilecert.lowering import Lowered, Validation, ValidationError, lower, validate
 from tilecert.semantics import ir
-from tilecert.semantics.serialize import digest
 
 from ..text import c_comment
 from . import build
@@ -41,10 +40,9 @@ def compile_c(program: ir.Program, sizes: Mapping[str, int], sanitize: bool = Fa
     lp, validation = validated(program, sizes)
     source = emit_c(lp)
     flags = build.SANITIZE_FLAGS if sanitize else build.FLAGS
-    key = build.cache_key(digest(program), lp.bound, flags, "exe" if sanitize else "so")
     if sanitize:
         source += "\n" + standalone_main(lp)
-    binary = build.build(source, key, flags, shared=not sanitize)
+    binary = build.build(source, flags, shared=not sanitize)
     return CKernel(program, lp, validation, source, binary, sanitize)
 
 

@@ -8,7 +8,8 @@
   two roundings compose to one;
 - float -> integer conversion truncates toward zero, maps NaN and infinities to 0 and wraps
   modulo 2**bits;
-- float ``max`` / ``min`` propagate NaN.
+- float ``max`` / ``min`` are IEEE 754-2019 ``maximum`` / ``minimum``: NaN propagates,
+  ``min(+0, -0) = -0`` and ``max(+0, -0) = +0`` in either order.
 """
 from __future__ import annotations
 
@@ -89,11 +90,27 @@ _HEAD = r"""#include <stdint.h>
     return (int64_t)r;
 }
 
-/* float max / min propagate NaN */
-%(fn)s float tc_fmax_f(float a, float b) { return (a > b || a != a) ? a : b; }
-%(fn)s float tc_fmin_f(float a, float b) { return (a < b || a != a) ? a : b; }
-%(fn)s double tc_fmax_d(double a, double b) { return (a > b || a != a) ? a : b; }
-%(fn)s double tc_fmin_d(double a, double b) { return (a < b || a != a) ? a : b; }
+/* float max / min: IEEE 754-2019 maximum / minimum (NaN propagates; min(+0,-0) = -0, max(+0,-0) = +0) */
+%(fn)s float tc_fmax_f(float a, float b) {
+    if (a != a || b != b) return a + b;
+    if (a == b) return signbit(a) ? b : a;
+    return a > b ? a : b;
+}
+%(fn)s float tc_fmin_f(float a, float b) {
+    if (a != a || b != b) return a + b;
+    if (a == b) return signbit(a) ? a : b;
+    return a < b ? a : b;
+}
+%(fn)s double tc_fmax_d(double a, double b) {
+    if (a != a || b != b) return a + b;
+    if (a == b) return signbit(a) ? b : a;
+    return a > b ? a : b;
+}
+%(fn)s double tc_fmin_d(double a, double b) {
+    if (a != a || b != b) return a + b;
+    if (a == b) return signbit(a) ? a : b;
+    return a < b ? a : b;
+}
 """
 
 _INT_OPS = r"""

@@ -1,10 +1,12 @@
 """A compiled C kernel as a Python callable on numpy arrays.
 
-``CKernel(**arrays_and_sizes)`` checks every array (a numpy array of the tensor's storage
-dtype, its rank, C-contiguous; shapes consistent with each other, with explicit sizes and
-with the sizes the schedule bound), copies the arrays (bf16 values rounded, as the
+``CKernel(**arrays_and_sizes)`` checks every array (``backends.arrays.check_array``: a numpy
+array of the tensor's storage dtype in native byte order, its rank, C-contiguous, aligned;
+shapes consistent with each other, with explicit sizes and with the sizes the schedule bound;
+sizes by ``semantics.limits.check_size``), copies the arrays (bf16 values rounded, as the
 interpreter stores them), runs the kernel and returns the tensors it writes, by name, like
-``tc.run``. ``run_in_place`` runs on the caller's arrays without copying (benchmarks).
+``tc.run``. ``run_in_place`` runs on the caller's arrays without copying (benchmarks); the
+arrays of written tensors must be writable. Arrays and sizes are passed by name only.
 
 When the sizes were left symbolic and translation validation could not prove everything
 for all sizes, each new size binding is validated before the first run with it: a
@@ -28,7 +30,9 @@ import numpy as np
 from tilecert.lowering import Lowered, Validation, ValidationError, validate
 from tilecert.semantics import ir
 from tilecert.semantics.errors import ExecutionError, InputError
+from tilecert.semantics.limits import check_size
 
+from ..arrays import check_array
 from ..errors import SanitizerError
 from . import build
 from .prelude import ERROR_MESSAGES
@@ -70,37 +74,28 @@ class CKernel:
         return f"<tilecert C kernel {self.name} ({'sanitized' if self.sanitize else 'native'})>"
 
     # ------------------------------------------------------------------ inputs
-    def bind(self, kwargs: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
-        """The arrays by tensor name and every size, checked (no copies made)."""
+    def bind(self, kwargs: Mapping[str, Any], in_place: bool = False,
+             positional: tuple[Any, ...] = ()) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+        """The arrays by tensor name and every size, checked (no copies made; ``in_place``: the
+        arrays of written tensors must be writable too; ``positional`` arguments are refused)."""
         p, lp = self.program, self.lowered
+        if positional:
+            raise InputError(f"kernel {lp.name} takes its arrays and sizes by name, got {len(positional)} positional "
+                             "argument(s)", p.loc, f"pass them as keywords: {', '.join(t.name + '=...' for t in lp.tensors)}")
         rest = dict(kwargs)
         arrays: dict[str, np.ndarray] = {}
         for t in lp.tensors:
             if t.name not in rest:
                 raise InputError(f"missing array for tensor {t.name}", p.loc, f"pass {t.name}=numpy_array")
-            arr = rest.pop(t.name)
-            if not isinstance(arr, np.ndarray):
-                raise InputError(f"{t.name} must be a numpy array, got {type(arr).__name__}", p.loc,
-                                 "use np.asarray(...)")
-            want = np.dtype(_STORAGE[t.dtype])
-            if arr.dtype != want:
-                raise InputError(f"{t.name} has dtype {arr.dtype}; the kernel declares {t.dtype}", p.loc,
-                                 f"pass {t.name}.astype(np.{want.name})")
-            if arr.ndim != len(t.shape):
-                raise InputError(f"{t.name} has rank {arr.ndim}; the kernel declares rank {len(t.shape)}", p.loc,
-                                 f"pass a {len(t.shape)}-d array")
-            if not arr.flags.c_contiguous:
-                raise InputError(f"{t.name} is not C-contiguous", p.loc, f"pass np.ascontiguousarray({t.name})")
-            arrays[t.name] = arr
+            arrays[t.name] = check_array(t.name, rest.pop(t.name), np.dtype(_STORAGE[t.dtype]), t.dtype,
+                                         len(t.shape), p.loc, writable=in_place and t.written)
         sizes: dict[str, int] = {}
         origin: dict[str, str] = {}
         for name, value in rest.items():
             if name not in lp.sizes:
                 raise InputError(f"unknown argument {name!r} for kernel {lp.name}", p.loc,
                                  f"tensors are {[t.name for t in lp.tensors]}, sizes are {list(lp.sizes)}")
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
-                raise InputError(f"size {name} must be an int >= 0, got {value!r}", p.loc, "pass an int")
-            sizes[name], origin[name] = int(value), "the explicit size"
+            sizes[name], origin[name] = check_size(name, value, p.loc), "the explicit size"
         for name, value in lp.bound:
             if sizes.setdefault(name, value) != value:
                 raise InputError(f"size {name} is {sizes[name]} but the schedule binds {value}", p.loc,
@@ -132,15 +127,15 @@ class CKernel:
         self._checked[key] = None
 
     # ------------------------------------------------------------------ running
-    def __call__(self, **arrays_and_sizes: Any) -> dict[str, np.ndarray]:
-        arrays, sizes = self.bind(arrays_and_sizes)
+    def __call__(self, *positional: Any, **arrays_and_sizes: Any) -> dict[str, np.ndarray]:
+        arrays, sizes = self.bind(arrays_and_sizes, positional=positional)
         data = {name: np.array(a, copy=True, order="C") for name, a in arrays.items()}
         self._run(data, sizes, round_inputs=True)
         return {name: data[name] for name in self.lowered.outputs}
 
-    def run_in_place(self, **arrays_and_sizes: Any) -> None:
+    def run_in_place(self, *positional: Any, **arrays_and_sizes: Any) -> None:
         """Run on the given arrays (which must not overlap); written tensors are updated in place."""
-        arrays, sizes = self.bind(arrays_and_sizes)
+        arrays, sizes = self.bind(arrays_and_sizes, in_place=True, positional=positional)
         names = list(arrays)
         for i, a in enumerate(names):
             for b in names[i + 1:]:

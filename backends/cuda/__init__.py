@@ -7,7 +7,6 @@ from typing import Mapping
 
 from tilecert.lowering import Lowered, Validation
 from tilecert.semantics import ir
-from tilecert.semantics.serialize import digest
 
 from ..c import status, validated
 from ..c.emit import standalone_main
@@ -36,7 +35,7 @@ def compile_cuda(program: ir.Program, sizes: Mapping[str, int], target: str = "c
     ThreadSanitizer when ``sanitize``; ``cuda``: this machine's GPU)."""
     lp, validation, source = lowered(program, sizes)
     source += "\n" + standalone_main(lp)
-    binary = build_executable(source, digest(program), lp.bound, target, sanitize)
+    binary = build_executable(source, target, sanitize)
     return CudaKernel(program, lp, validation, source, binary, target, sanitize)
 
 

@@ -22,6 +22,7 @@ from ..errors import InputError, SerializationError, TilecertError
 from ..expand import expand
 from ..interp import prepare_inputs
 from ..kernel import Kernel
+from ..limits import check_seed, check_size
 from ..loopinterp import interpret_loops
 from ..printer import format_program
 from ..serialize import digest
@@ -58,8 +59,7 @@ class Schedule:
             if name not in kernel.size_names:
                 raise ScheduleError(f"unknown size or config {name!r} for kernel {kernel.name}",
                                     hint=f"sizes: {list(kernel.size_names)}; config: {sorted(kernel.config_defaults)}")
-            if not isinstance(value, int) or value < 0:
-                raise ScheduleError(f"size {name} must be an int >= 0, got {value!r}", hint="or leave it symbolic")
+            sizes[name] = check_size(name, value, error=ScheduleError)
         return cls(kernel, sizes, config)
 
     # ------------------------------------------------------------------ ops
@@ -172,6 +172,7 @@ class Schedule:
     def run(self, *, order: str = "canonical", seed: int = 0, checked: bool = True,
             **arrays: Any) -> dict[str, np.ndarray]:
         """Interpret the scheduled program (array shapes must agree with the bound sizes)."""
+        check_seed(seed, self.program.loc)
         data, sizes = prepare_inputs(self.program, arrays)
         for name, value in self.sizes.items():
             if sizes.get(name) != value:
