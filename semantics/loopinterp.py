@@ -24,14 +24,13 @@ import numpy as np
 
 from . import ir
 from . import loopir as L
+from .bindings import PARTICIPANTS, THREAD_SCOPES
 from .conflicts import Recorder
 from .dtypes import dtype_of, store_as
 from .errors import ExecutionError, Loc
 from .index import IExpr, evaluate, free_vars
 from .ufuncs import BINARY, MERGE, UNARY
 
-THREAD_SCOPES = ("block", "warp", "lane")
-PARTICIPANTS = {"block": ("block", "warp", "lane"), "warp": ("lane",)}
 
 
 class LoopInterpreter:
