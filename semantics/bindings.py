@@ -33,6 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
+from .errors import CaptureError, Loc
+
 SCOPES = ("grid", "block", "warp", "lane", "vector", "core")  # loop-form bound scopes
 SLOTTED = ("grid", "block")  # scopes with positional slots 0..2 (x, y, z)
 HARDWARE_INDICES = ("grid", "block", "warp", "lane")  # bound to a hardware index: such loops start at 0
@@ -92,12 +94,17 @@ def dsl_binding(word: str, enclosing: Iterable[str]) -> str:
     return DSL_UNIT[word]
 
 
-def axis_bindings(scope: str, rank: int) -> Optional[tuple[str, ...]]:
-    """Loop-form bindings of the ``rank`` axes of a region bound to ``scope``, outermost axis first (the last
-    axis is slot 0); None when the scope has fewer slots than axes."""
-    if scope in SLOTTED:
-        return tuple(f"{scope}{rank - 1 - a}" for a in range(rank)) if rank <= 3 else None
-    return (scope,) * rank if rank == 1 or scope in ("vector", "core") else None
+def region_bindings(word: str, enclosing: Iterable[str], rank: int, loc: Optional[Loc] = None) -> tuple[str, ...]:
+    """Loop-form bindings of the ``rank`` axes of a region bound to DSL ``word`` inside regions bound to
+    ``enclosing``, outermost axis first (the last axis is slot 0); ``CaptureError`` when its scope has fewer
+    slots than axes."""
+    scope = dsl_binding(word, tuple(enclosing))
+    if scope in SLOTTED and rank <= 3:
+        return tuple(f"{scope}{rank - 1 - a}" for a in range(rank))
+    if rank == 1 or scope in ("vector", "core"):
+        return (scope,) * rank
+    raise CaptureError(f"a {rank}-d region bound to {word!r} (loop-form {scope}) has more axes than {scope} has slots",
+                       loc, "bind block and thread regions of up to 3 axes, warp / lane regions of one axis")
 
 
 @dataclass(frozen=True)

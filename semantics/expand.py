@@ -30,7 +30,7 @@ from .index import IBin, IConst, IExpr, INot, IVar, ibin
 from .interp import classify_updates
 from .ufuncs import identity
 from .dtypes import dtype_of
-from .bindings import axis_bindings, dsl_binding
+from .bindings import region_bindings
 
 
 def _and(a: IExpr, b: IExpr) -> IExpr:
@@ -335,10 +335,7 @@ class Expander:
             self.vars[(op.region, a)] = ibin("sub", ibin("sub", e, IConst(1)), IVar(vid, 0)) if reverse \
                 else IVar(vid, 0)
         word = getattr(op, "binding", None)
-        bindings = axis_bindings(dsl_binding(word, self.words), len(ids)) if word else (None,) * len(ids)
-        if bindings is None:
-            raise CaptureError(f"a {len(ids)}-d region bound to {word!r} has more axes than its scope has slots", op.loc,
-                               "bind block and thread regions of up to 3 axes, warp / lane regions of one axis")
+        bindings = region_bindings(word, self.words, len(ids), op.loc) if word else (None,) * len(ids)
         if word:
             self.words.append(word)
         try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from . import ir
-from .bindings import DSL_BINDINGS, axis_bindings, dsl_binding, dsl_contains
+from .bindings import DSL_BINDINGS, dsl_contains, region_bindings
 from .builder import Frame, active
 from .errors import CaptureError, Loc, caller_loc
 from .index import IConst, IVar
@@ -147,11 +147,7 @@ class RegionSpec:
                 raise CaptureError(f"nested concrete execution scopes violate containment: {enclosing[-1]!r} "
                                    f"does not contain {bind!r}", self.loc,
                                    "bind outer levels to larger scopes (block > warp > thread > vector, core > vector)")
-            scope = dsl_binding(bind, enclosing)
-            if axis_bindings(scope, len(self.extents)) is None:
-                raise CaptureError(f"a {len(self.extents)}-d region bound to {bind!r} (loop-form {scope}) has more axes "
-                                   f"than {scope} has slots", self.loc,
-                                   "bind block and thread regions of up to 3 axes, warp / lane regions of one axis")
+            region_bindings(bind, enclosing, len(self.extents), self.loc)
 
     def __iter__(self):
         raise CaptureError(f"this {self.kind} region is iterated outside a kernel body", self.loc,
