@@ -11,12 +11,14 @@ tau maps each new instance to, and whether it does the same operation), ``forwar
 obligation kind, each with its formula), ``formula`` / ``solve`` / ``isl_solve`` /
 ``z3_solve`` (the queries and the solvers), ``polyhedral`` (the model as isl sets and
 maps), ``replay`` (witnesses re-run on the interpreter), ``brute`` (the brute-force
-enumeration oracle the tests and the benchmark hold the checker against), ``target``
-(hardware limits and containment order), ``verdict`` (verdicts, witnesses, reports).
+enumeration oracle the tests and the benchmark hold the checker against), ``verdict``
+(verdicts, witnesses, reports). The hardware model (``Target``, the containment order) is
+``semantics.bindings``, re-exported here.
 """
+from tilecert.semantics.bindings import DEFAULT_TARGET, Target
+
 from .check import check, check_program, check_schedule, check_transform
 from .errors import CheckerError
-from .target import DEFAULT_TARGET, Target
 from .verdict import DISPROVED, PROVED, UNKNOWN, Instance, Report, Result, Verdict, Witness
 
 __all__ = ["check", "check_program", "check_schedule", "check_transform", "CheckerError", "Target", "DEFAULT_TARGET",

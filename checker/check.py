@@ -35,7 +35,7 @@ from .model import Model
 from .obligations import (barrier_uniform, bounds, containment, coverage, dependence, hardware_limits,
                           noninterference, prefix_cut, reduction_policy)
 from .solve import DEFAULT_TIMEOUT_MS
-from .target import DEFAULT_TARGET, Target
+from tilecert.semantics.bindings import DEFAULT_TARGET, Target
 from .verdict import DISPROVED, Report, Result, Verdict, unknown, with_replay
 
 CHECKED = ("coverage", "prefix_cut", "dependence", "noninterference", "reduction_policy", "barrier_uniform", "bounds",

@@ -33,14 +33,13 @@ from typing import Any, Iterator, Mapping, Optional
 
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
+from tilecert.semantics.bindings import INDEPENDENT_SCOPES, THREAD_SCOPES
 from tilecert.semantics.index import IExpr, free_vars
 from tilecert.semantics.printer import sexpr
 
 from .errors import CheckerError
 from .formula import Const, Env, Formula, Term, Var, arith, cmp, cond_of, conj, disj, equal_all, negate, term_of
 
-THREAD_BINDINGS = ("block", "warp", "lane")
-INDEPENDENT_BINDINGS = ("grid", "core", "vector")
 
 
 @dataclass(frozen=True, eq=False)
@@ -67,9 +66,9 @@ class LoopRec:
         pipeline, unbound or bound to serial / unrolled), ``threads`` (concurrent participants of a
         block / warp / lane scope, ordered only by barriers) or ``independent`` (no order: a parallel
         loop, or bound to grid / core / vector)."""
-        if self.binding in THREAD_BINDINGS:
+        if self.binding in THREAD_SCOPES:
             return "threads"
-        if self.binding in INDEPENDENT_BINDINGS or self.node.kind == "parallel":
+        if self.binding in INDEPENDENT_SCOPES or self.node.kind == "parallel":
             return "independent"
         return "ordered"
 

@@ -30,6 +30,7 @@ from typing import Mapping, Optional
 
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
+from tilecert.semantics.bindings import THREAD_SCOPES
 from tilecert.semantics.dtypes import dtype_of
 from tilecert.semantics.index import IBin, IConst, IExpr, INot, ISize, IVar, free_vars, ibin, linear
 from tilecert.semantics.sched.base import map_node, subst_node
@@ -39,7 +40,6 @@ from .program import Alloc, For, Guard, Lowered, LoweringError, Node, Seq, Store
 
 STACK_LIMIT = 32 * 1024  # bytes: larger or non-constant buffers go on the heap
 UNROLL_LIMIT = 1024
-THREAD_SCOPES = ("block", "warp", "lane")
 
 
 def bind_sizes_in(node, sizes: Mapping[str, int]):

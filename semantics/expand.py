@@ -31,8 +31,7 @@ from .index import IBin, IConst, IExpr, INot, IVar, ibin
 from .interp import classify_updates, tree_merges
 from .ufuncs import identity
 from .dtypes import dtype_of
-
-_BIND = {"block": "grid", "thread": "block", "warp": "warp", "vector": "vector", "core": "core"}
+from .bindings import region_bindings
 
 
 def _and(a: IExpr, b: IExpr) -> IExpr:
@@ -66,6 +65,7 @@ class Expander:
         self.var_ids = itertools.count()
         self.names: set[str] = {t.name for t in p.tensors}
         self.accum_yields: dict[int, tuple[str, int, str]] = {}  # yield -> (carry buffer, arg, policy)
+        self.words: list[str] = []  # the DSL bindings of the enclosing bound parallel regions, outermost first
 
     # ------------------------------------------------------------------ helpers
     def fresh(self, base: str) -> str:
@@ -335,11 +335,18 @@ class Expander:
         for a, (vid, e) in enumerate(zip(ids, exts)):
             self.vars[(op.region, a)] = ibin("sub", ibin("sub", e, IConst(1)), IVar(vid, 0)) if reverse \
                 else IVar(vid, 0)
-        stmts = body()
-        binding = _BIND.get(getattr(op, "binding", None) or "")
+        word = getattr(op, "binding", None)
+        bindings = region_bindings(word, self.words, len(ids), op.loc) if word else (None,) * len(ids)
+        if word:
+            self.words.append(word)
+        try:
+            stmts = body()
+        finally:
+            if word:
+                self.words.pop()
         for a in reversed(range(len(ids))):
             name = self.fresh(label if names[a] == "" else f"{label}.{names[a]}")
-            stmts = [L.Loop(ids[a], name, exts[a], kind, ir.Block((), tuple(stmts)), binding, IConst(0), op.loc)]
+            stmts = [L.Loop(ids[a], name, exts[a], kind, ir.Block((), tuple(stmts)), bindings[a], IConst(0), op.loc)]
         return stmts
 
     def parallel(self, op: ir.Parallel) -> list:

@@ -24,7 +24,6 @@ from .index import IExpr
 Scalar = Union[int, float, bool]
 
 POLICIES = ("unordered_tree", "ordered_tree", "fold_left", "fold_right")
-BINDINGS = ("block", "warp", "thread", "vector", "core")
 BOUNDS = ("zero", "assume")
 MEMORY_SCOPES = ("auto", "local", "shared", "global")
 UNARY_FNS = ("neg", "exp", "log", "sqrt", "tanh", "abs", "not")

@@ -37,6 +37,7 @@ import numpy as np
 
 from . import ir
 from . import loopir as L
+from .bindings import PARTICIPANTS, SCOPES, THREAD_SCOPES
 from .conflicts import Recorder
 from .dtypes import dtype_of, store_as
 from .errors import ExecutionError, Loc
@@ -45,9 +46,7 @@ from .interp import _pad
 from .limits import allocatable
 from .ufuncs import BINARY, MERGE, UNARY
 
-THREAD_SCOPES = ("block", "warp", "lane")
-PARTICIPANTS = {"block": ("block", "warp", "lane"), "warp": ("lane",)}
-CONCURRENT_BINDINGS = ("grid", "block", "warp", "lane", "vector", "core")
+CONCURRENT_BINDINGS = SCOPES  # every hardware binding runs its instances concurrently
 LOCKSTEP = THREAD_SCOPES + ("vector",)  # bindings whose instances run statement by statement together
 
 

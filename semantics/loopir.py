@@ -23,10 +23,12 @@ from typing import Iterator, Optional, Union
 
 from .errors import NOWHERE, Loc
 from .index import IConst, IExpr
+from .bindings import SCOPES
+from .bindings import scope_of as binding_kind  # noqa: F401  (a binding without its slot)
 from .ir import Block, Scalar
 
 LOOP_KINDS = ("parallel", "serial", "reduce", "pipeline")
-BINDING_KINDS = ("grid", "block", "warp", "lane", "vector", "unrolled", "core", "serial")
+BINDING_KINDS = SCOPES + ("unrolled", "serial")
 ACCUM_OPS = ("add", "mul", "max", "min")
 
 
@@ -145,11 +147,6 @@ class Loop:
 Stmt = Union[Decl, Assign, Accum, Barrier, If, Loop]
 STMT_TYPES = (Decl, Assign, Accum, Barrier, If, Loop)
 EXPR_TYPES = (Ld, Lit, Ix, Un, Bin, Sel, Cvt)
-
-
-def binding_kind(binding: Optional[str]) -> Optional[str]:
-    """A binding without its positional slot: ``"block1"`` -> ``"block"`` (slot 0 is x, 1 is y, 2 is z)."""
-    return binding.rstrip("0123456789") if binding else binding
 
 
 def is_loop_form(block: Block) -> bool:

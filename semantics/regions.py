@@ -9,20 +9,11 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from . import ir
+from .bindings import DSL_BINDINGS, dsl_contains, region_bindings
 from .builder import Frame, active
 from .errors import CaptureError, Loc, caller_loc
 from .index import IConst, IVar
 from .values import Idx, Tile, index_expr
-
-# contains[parent] = the scopes one instance of ``parent`` owns (the target-neutral poset)
-CONTAINS = {
-    "block": {"warp", "thread", "vector"},
-    "warp": {"thread", "vector"},
-    "thread": {"vector"},
-    "core": {"vector"},
-    "vector": set(),
-}
-
 
 class _Unbound:
     """Placeholder for a name the loop body assigns but that had no value before the loop."""
@@ -102,6 +93,16 @@ class Nest:
         f.stages.append(label)
 
 
+def enclosing_bindings(nest: Optional[Nest]) -> tuple[str, ...]:
+    """The DSL bindings of the bound parallel regions around (and including) ``nest``, outermost first."""
+    out: list[str] = []
+    while nest is not None:
+        if nest.kind == "parallel" and nest.frame.handle_binding:
+            out.append(nest.frame.handle_binding)
+        nest = nest.parent
+    return tuple(reversed(out))
+
+
 class RegionSpec:
     """What ``tc.parallel(...)`` / ``nest.serial(...)`` return: iterated once by a kernel."""
 
@@ -139,15 +140,14 @@ class RegionSpec:
                                f"use one of {', '.join(ir.POLICIES)}")
         if self.kind == "parallel" and a.get("bind") is not None:
             bind = a["bind"]
-            if bind not in ir.BINDINGS:
-                raise CaptureError(f"unknown execution binding {bind!r}", self.loc, f"use one of {', '.join(ir.BINDINGS)}")
-            outer = self.parent
-            while outer is not None and not (outer.kind == "parallel" and outer.frame.handle_binding):
-                outer = outer.parent
-            if outer is not None and bind not in CONTAINS[outer.frame.handle_binding]:
-                raise CaptureError(f"nested concrete execution scopes violate containment: {outer.frame.handle_binding!r} "
+            if bind not in DSL_BINDINGS:
+                raise CaptureError(f"unknown execution binding {bind!r}", self.loc, f"use one of {', '.join(DSL_BINDINGS)}")
+            enclosing = enclosing_bindings(self.parent)
+            if enclosing and not dsl_contains(enclosing[-1], bind):
+                raise CaptureError(f"nested concrete execution scopes violate containment: {enclosing[-1]!r} "
                                    f"does not contain {bind!r}", self.loc,
                                    "bind outer levels to larger scopes (block > warp > thread > vector, core > vector)")
+            region_bindings(bind, enclosing, len(self.extents), self.loc)
 
     def __iter__(self):
         raise CaptureError(f"this {self.kind} region is iterated outside a kernel body", self.loc,

@@ -206,7 +206,13 @@ def test_every_obligation_kind_is_reached_proved_and_disproved():
                   loop(0, "g", 2, decl("sh", (16384,), "shared"),
                        loop(1, "t", 32, assign("A", (add(mul(v(0), 32), v(1)),), lit(1)), kind="parallel",
                             binding="grid0"), kind="parallel", binding="block0"))
-    note(check_program(big))
+    note(check_program(big))  # block around grid: containment disproved
+    shared = program("shared", (), [tensor("A", (64,))],
+                     loop(0, "g", 2, decl("sh", (16384,), "shared"),
+                          loop(1, "t", 32, assign("A", (add(mul(v(0), 32), v(1)),), lit(1)), kind="parallel",
+                               binding="block0"), kind="parallel", binding="grid0"))
+    assert "65536 bytes of shared memory (sh) > 49152" in check_program(shared).explain()
+    note(check_program(shared))
     note(check_program(block_kernel(True)))
     q = stencil(1)
     t = transform(q, "swap", "i", "j")

@@ -163,38 +163,77 @@ def _kind(b):
     return b.rstrip("012") if b else None
 
 
-def expected_containment(bindings) -> bool:
+def _slot(b):
+    """The hardware index a binding occupies, written out: grid / block slots (unslotted is slot 0), warp, lane."""
+    if _kind(b) in ("grid", "block"):
+        return _kind(b) + (b[-1] if b[-1].isdigit() else "0")
+    return b if b in ("warp", "lane") else None
+
+
+def _launch(bindings, shared):
+    """The launch of a single nest as the CUDA planner forms it: the depth where it starts (below the host loops
+    above the first grid loop) and the depth where its grid nest ends (l0 alone has a second statement, the
+    shared declaration, which ends a grid nest)."""
+    grids = [k for k, b in enumerate(bindings) if _kind(b) == "grid"]
+    if not grids:
+        return 0, 0
+    end = grids[0] + 1
+    while end < len(bindings) and _kind(bindings[end]) == "grid" and not (end == 1 and shared):
+        end += 1
+    return grids[0], end
+
+
+def expected_containment(bindings, shared) -> bool:
     bound = [b for b in bindings if _kind(b) in ("grid", "block", "warp", "lane", "vector", "core")]
     for i, outer in enumerate(bound):
         for inner in bound[i + 1:]:
-            if outer == inner and outer[-1].isdigit():  # one slot indexing two levels
-                return False
-            if _kind(outer) == _kind(inner):  # several levels of one scope
+            if _kind(outer) == _kind(inner):  # one scope: distinct slots, or core / vector (which may nest)
+                if _kind(outer) in ("grid", "block") and _slot(outer) == _slot(inner):
+                    return False
+                if _kind(outer) in ("warp", "lane"):
+                    return False
                 continue
             if (_kind(outer), _kind(inner)) not in ALLOWED:
                 return False
-    return True
+    if not any(_slot(b) for b in bindings):
+        return True
+    start, end = _launch(bindings, shared)
+    body = bindings[end:]
+    if any(_kind(b) == "grid" for b in body):  # a grid loop among a kernel's statements
+        return False
+    if any(_slot(b) == "block0" for b in body) and any(b in ("warp", "lane") for b in body):
+        return False
+    return len({_slot(b) for b in bindings[start:end]}) == end - start
 
 
 def expected_limits(bindings, extents, shared, n) -> bool:
+    if not any(_slot(b) for b in bindings):
+        return True
     values = [n if e == "N" else e for e in extents]
-    grid, block = (2 ** 31 - 1, 65535, 65535), (1024, 1024, 64)
-    for b, e in zip(bindings, values):
-        slot = int(b[-1]) if b and b[-1].isdigit() else 0
-        if _kind(b) == "grid" and e > grid[slot] or _kind(b) == "block" and e > block[slot] or b == "lane" and e > 32:
-            return False
-    for depth in range(1, len(bindings) + 1):  # threads at every thread loop along the path
-        if _kind(bindings[depth - 1]) not in ("block", "warp", "lane"):
-            continue
-        threads = 1
-        for b, e in zip(bindings[:depth], values[:depth]):
-            if _kind(b) in ("block", "warp"):
-                threads *= e
-        if any(b in ("warp", "lane") for b in bindings[:depth]):
-            threads *= 32
-        if threads > 1024:
-            return False
-    return 4 * shared <= 48 * 1024
+    start, end = _launch(bindings, shared)
+    ext = {}
+    for k in range(start, len(bindings)):
+        if _slot(bindings[k]) and not (_kind(bindings[k]) == "grid" and k >= end):  # grid loops of the grid nest
+            ext[_slot(bindings[k])] = max(ext.get(_slot(bindings[k]), 0), values[k])
+    if ext.get("lane", 0) > 32:
+        return False
+    grid = [ext.get(f"grid{d}", 1) for d in range(3)]
+    lanes = "warp" in ext or "lane" in ext
+    x = 32 * ext.get("warp", 1) if lanes else ext.get("block0", 1)
+    block = [x, ext.get("block1", 1), ext.get("block2", 1)]
+    if any(g > m for g, m in zip(grid, (2 ** 31 - 1, 65535, 65535))) or \
+            any(b > m for b, m in zip(block, (1024, 1024, 64))) or block[0] * block[1] * block[2] > 1024:
+        return False
+    if not shared or start > 0:  # the declaration is host (device) memory when l0 is a host loop
+        return True
+    dims = {"lane" if d == "warp" else d for d in ext if not d.startswith("grid")} | ({"warp"} if "warp" in ext else set())
+    around = {_slot(bindings[0])} & dims  # l0's own thread dimension, when l0 is a thread loop
+    if around >= dims:  # every dimension bound around it: thread-private
+        return True
+    copies = 1
+    for d in around:
+        copies *= 32 if d == "lane" else ext[d]
+    return copies * shared * 4 <= 48 * 1024
 
 
 @settings(max_examples=300 if FULL else 80, **SETTINGS)
@@ -202,5 +241,5 @@ def expected_limits(bindings, extents, shared, n) -> bool:
 def test_containment_and_hardware_limits_match_direct_evaluation(nest, n):
     p, bindings, extents, shared = nest
     r = check_program(p, {"N": n}, replay=False)
-    assert r.status("containment") == ("proved" if expected_containment(bindings) else "disproved")
+    assert r.status("containment") == ("proved" if expected_containment(bindings, shared) else "disproved")
     assert r.status("hardware_limits") == ("proved" if expected_limits(bindings, extents, shared, n) else "disproved")

@@ -208,10 +208,10 @@ def test_stated_barriers_stay_in_place_and_thread_loops_with_barriers_run_on_eve
 
 def test_warp_and_lane_loops_share_the_x_dimension_and_use_warp_barriers(emitted):
     src = emitted["warp_reduction_ok"]
-    assert "const int64_t r1 = ((int64_t)threadIdx.x >> 5);" in src  # warp
-    assert "const int64_t r2 = ((int64_t)threadIdx.x & 31);" in src  # lane
+    assert "const int64_t r1 = ((int64_t)threadIdx.x / 32);" in src  # warp
+    assert "const int64_t r2 = ((int64_t)threadIdx.x % 32);" in src  # lane
     assert "__shared__ int32_t b1_s_s[64];" in src  # one copy of s per warp
-    assert "int32_t *const b1_s = b1_s_s + ((int64_t)threadIdx.x >> 5) * 32;" in src
+    assert "int32_t *const b1_s = b1_s_s + ((int64_t)threadIdx.x / 32) * 32;" in src
     assert src.count("__syncwarp();  /* warp barrier */") == 6 and "__syncthreads" not in src.split("host launcher")[0]
     assert "b[3] = {64, 1, 1}" in src  # 2 warps of 32 lanes
 
@@ -342,10 +342,10 @@ def test_compiled_kernels_check_inputs_like_the_c_backend():
 
 
 # ----------------------------------------------------------------------------- what the backend refuses
-def _raises(p, match):
+def _raises(p, match, reason="unsupported"):
     with pytest.raises(CudaUnsupported, match=match) as info:
         tc.emit(p, target="cuda")
-    assert info.value.hint
+    assert info.value.hint and info.value.reason == reason
     return info.value
 
 
@@ -353,25 +353,26 @@ def test_a_grid_loop_inside_a_kernels_serial_loop_needs_a_grid_wide_order():
     inner = loop(2, "j", ISize("N"), "grid0", L.Assign("Y", (v(2),), L.Ld("Y", (v(2),), I32)))
     p = program("nested", ("N",), (tensor("Y", ((0, "N"),), True),),
                 loop(0, "i", 2, "grid1", loop(1, "k", 3, None, inner, kind="serial")))
-    assert "grid-wide order" in _raises(p, "nested in a kernel's statements").hint
+    assert "grid-wide order" in _raises(p, "nested in a kernel's statements", "containment").hint
 
 
 def test_unsupported_geometry_and_types_are_typed_errors():
     body = L.Assign("Y", (v(1),), L.Lit(1, I32))
     lanes = loop(2, "l", 32, "lane", body)
     _raises(program("mix", ("N",), (tensor("Y", ((0, "N"),), True),), loop(1, "x", 4, "block0", lanes)),
-            "binds block0 together with warp / lane")
+            "binds block0 together with warp / lane", "containment")
     _raises(program("twice", ("N",), (tensor("Y", ((0, "N"),), True),),
-                    loop(0, "x", 4, "block0", loop(1, "y", 4, "block0", body))), "binds block0 inside a loop bound to it")
+                    loop(0, "x", 4, "block0", loop(1, "y", 4, "block0", body))), "binds block0 inside a loop bound to it",
+            "containment")
     _raises(program("wide", ("N",), (tensor("Y", ((0, "N"),), True),), loop(1, "l", 64, "lane", body)),
-            "not a constant <= 32")
+            "not bounded by a constant <= 32", "hardware_limits")
     half = program("half", ("N",), (tensor("X", ((0, "N"),), False, "f16"), tensor("Y", ((0, "N"),), True, "f16")),
                    loop(0, "i", ISize("N"), "grid0", L.Assign("Y", (v(0),), L.Ld("X", (v(0),), "f16"))))
     assert "bf16" in _raises(half, "uses f16").hint
     sized = program("sized", ("N",), (tensor("Y", ((0, "N"),), True),), loop(0, "g", 2, "grid0",
                     L.Decl(L.Buffer("s", I32, (ISize("N"),), "shared")),
                     loop(1, "x", 4, "block0", L.Assign("s", (v(1),), L.Lit(1, I32)))))
-    _raises(sized, "not constant")
+    _raises(sized, "not constant", "hardware_limits")
 
 
 def test_a_barrier_the_phases_need_under_a_thread_dependent_guard_is_refused():

@@ -49,7 +49,7 @@ from tilecert.semantics.kernel import Kernel
 from tilecert.semantics.sched import OPS, Schedule
 from tilecert.semantics.sched.base import ScheduleError
 
-__all__ = ["KernelCase", "kernels", "kernel_from_source", "op_calls", "schedules", "TENSOR_DIMS"]
+__all__ = ["KernelCase", "kernels", "kernel_from_source", "op_calls", "schedules", "gpu_schedules", "TENSOR_DIMS"]
 
 # every tensor a generated kernel may use, with its dims (equal names are one dim)
 TENSOR_DIMS: dict[str, tuple[str, ...]] = {
@@ -615,4 +615,31 @@ def schedules(draw: Callable[[st.SearchStrategy[Any]], Any], kernel: Kernel,
             event(f"{op}: precondition failed")
             continue
         event(f"{op}: applied")
+    return s
+
+
+GPU_SLOTS = ("grid0", "grid1", "grid2", "block0", "block1", "block2", "warp", "lane")
+_GPU_SIZES = (1, 2, 5, 9, 40, 1100, 70000)  # some loops then exceed the block / grid limits
+
+
+@st.composite
+def gpu_schedules(draw: Callable[[st.SearchStrategy[Any]], Any], max_ops: int = 6) -> Schedule:
+    """A ``Schedule`` of a random kernel (``kernels()``) with its sizes bound (some beyond the CUDA limits) and up
+    to ``max_ops`` ops that bind loops to grid / block slots, warp and lane, or split a loop first (factors
+    around the warp size) so that its parts can be bound; draws an op refuses are skipped."""
+    case = draw(kernels())
+    sizes = {n: draw(st.sampled_from(_GPU_SIZES), label=f"size {n}") for n in case.kernel.size_names}
+    s = Schedule.create(case.kernel, **sizes)
+    for _ in range(draw(st.integers(1, max_ops), label="ops")):
+        names = [lp.name for lp in L.loops(s.program.body)]
+        loop = draw(st.sampled_from(names), label="loop")
+        try:
+            if draw(st.integers(0, 3), label="split first") == 0:
+                s.split(loop, draw(st.sampled_from([2, 16, 32, 33])))
+                event("split: applied")
+                continue
+            s.bind(loop, draw(st.sampled_from(GPU_SLOTS), label="slot"))
+            event("bind: applied")
+        except ScheduleError:
+            event("gpu op: precondition failed")
     return s

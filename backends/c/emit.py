@@ -7,10 +7,11 @@ program's size order, then the error flag (``prelude.ERROR_MESSAGES``). Sizes th
 bound are compiled in as constants. Loops keep their scheduled names in comments.
 
 Rendering of the lowered nodes: ``For`` in ``threads`` mode is an OpenMP ``parallel for``
-(with ``collapse`` over directly nested rectangular ``threads`` loops; a ``threads`` loop
-met inside a parallel region runs serially within its thread); ``simd`` is
-``omp simd`` when its body is free of atomics, heap buffers and nested simd loops (else a
-plain loop); ``Seq`` is a braced block; an ``Alloc`` declares a zeroed array on the stack or
+(with ``collapse`` over directly nested rectangular ``threads`` loops, ``num_threads`` from
+the target's ``cores`` when set; a ``threads`` loop met inside a parallel region runs
+serially within its thread); ``simd`` is ``omp simd`` (``simdlen`` from the target's
+``vector_lanes`` when set) when its body is free of atomics, heap buffers and nested simd
+loops (else a plain loop); ``Seq`` is a braced block; an ``Alloc`` declares a zeroed array on the stack or
 a ``calloc``'d one freed at the end of its block, so buffers declared inside a parallel
 loop are private to each thread; an atomic update is an ``omp critical`` section.
 
@@ -24,6 +25,7 @@ import math
 
 from tilecert.lowering.program import Alloc, For, Guard, Lowered, LoweringError, Node, Seq, Store, Sync, walk
 from tilecert.semantics import loopir as L
+from tilecert.semantics.bindings import DEFAULT_TARGET, Target
 from tilecert.semantics.dtypes import dtype_of
 from tilecert.semantics.index import IBin, IConst, IExpr, INot, ISize, IVar, free_vars
 
@@ -51,8 +53,9 @@ def _float_literal(value: float, dtype: str) -> str:
 
 
 class Emitter:
-    def __init__(self, lp: Lowered) -> None:
+    def __init__(self, lp: Lowered, target: Target = DEFAULT_TARGET) -> None:
         self.lp = lp
+        self.target = target
         self.bound = dict(lp.bound)
         self.names: dict[str, str] = {}
         self.dtypes: dict[str, str] = {}
@@ -189,9 +192,12 @@ class Emitter:
         if mode == "threads":
             chain = collapsible(f)
             clause = f" collapse({len(chain)})" if len(chain) > 1 else ""
+            if self.target.cores is not None:
+                clause += f" num_threads({self.target.cores})"
             self.emit(f"#pragma omp parallel for schedule(static){clause}", depth)
         elif mode == "simd":
-            self.emit("#pragma omp simd", depth)
+            lanes = self.target.vector_lanes
+            self.emit("#pragma omp simd" + (f" simdlen({lanes})" if lanes is not None else ""), depth)
         for k, g in enumerate(chain):
             v = f"i{g.var}"
             text = f"for (int64_t {v} = {self.index(g.lo)}; {v} < {self.index(g.hi)}; ++{v}) {{"
@@ -342,9 +348,9 @@ def binary(fn: str, a: str, b: str, dtype: str) -> str:
     raise LoweringError(f"`{fn}` on {dtype} has no C form", hint="see the DSL's typing rules for binary ops")
 
 
-def emit_c(lp: Lowered) -> str:
-    """The C source of lowered program ``lp``."""
-    return Emitter(lp).source()
+def emit_c(lp: Lowered, target: Target = DEFAULT_TARGET) -> str:
+    """The C source of lowered program ``lp`` for the host of ``target`` (its cores and vector width)."""
+    return Emitter(lp, target).source()
 
 
 def standalone_main(lp: Lowered) -> str:

@@ -5,13 +5,15 @@ of the C backend's function: it copies the tensors to the device, runs the host 
 ``plan`` (its loops, guards, device allocations and launches, each launch checked and
 synchronized), copies the written tensors back and merges the device's error flag into
 ``*err``. A failed CUDA call prints ``tilecert: CUDA error <code>: <text>`` on stderr and
-sets ``*err`` to ``ERR_CUDA + code``; a launch geometry beyond the CUDA limits sets
-``ERR_GEOMETRY``.
+sets ``*err`` to ``ERR_CUDA + code``; a launch geometry beyond the target's limits
+(``semantics.bindings.Target``, rendered into the source) sets ``ERR_GEOMETRY``.
 
 Each kernel takes the device tensors, the device allocations in scope, every size, the
 host loop variables in scope and the device error flag. Inside it, grid loops read
 ``blockIdx``, thread loops ``threadIdx`` (``plan.Launch``), shared allocations are
-``__shared__`` arrays, private ones local arrays, block / warp barriers are
+``__shared__`` arrays (``semantics.launch.placement``; their bytes per kernel are summed
+by ``semantics.launch.shared_bytes`` and bounded by the target's static limit), private ones
+local arrays, block / warp barriers are
 ``__syncthreads()`` / ``__syncwarp()``, and updates the lowering marks atomic are
 compare-and-swap loops. Element and index arithmetic are the C backend's (its ``Emitter``
 and helper prelude, made ``__host__ __device__``), so results are bit-identical to it where
@@ -22,28 +24,23 @@ The source compiles with nvcc, and with g++ against the host emulation header
 """
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 from tilecert.backends.c.emit import C_TYPES, Emitter, binary
 from tilecert.backends.c.prelude import prelude
 from tilecert.backends.text import c_comment, c_ident
 from tilecert.lowering.program import Alloc, For, Guard, Lowered, Node, Seq, Store, Sync, walk
+from tilecert.semantics import launch as G
 from tilecert.semantics import loopir as L
+from tilecert.semantics.bindings import DEFAULT_TARGET, Target
 from tilecert.semantics.dtypes import dtype_of
 from tilecert.semantics.index import IConst, IExpr
 
 from .errors import CudaUnsupported
-from .plan import (LANES, HostAlloc, HostGuard, HostItem, HostLoop, HostSeq, Launch, Level, Path, plan,
-                   thread_dim)
+from .plan import HostAlloc, HostGuard, HostItem, HostLoop, HostSeq, Launch, Level, Path, plan, refused, site_of, thread_dim
 
 ERR_CUDA = 1 << 20  # + the cudaError_t code
 ERR_GEOMETRY = 3
-SHARED_LIMIT = 48 * 1024  # bytes of static shared memory per block
-RAW = {"block0": "(int64_t)threadIdx.x", "block1": "(int64_t)threadIdx.y", "block2": "(int64_t)threadIdx.z",
-       "lane": "((int64_t)threadIdx.x & 31)", "warp": "((int64_t)threadIdx.x >> 5)"}
-COUNT = {"block0": "(int64_t)blockDim.x", "block1": "(int64_t)blockDim.y", "block2": "(int64_t)blockDim.z",
-         "lane": str(LANES), "warp": "((int64_t)blockDim.x >> 5)"}
 GRID = {"grid0": "x", "grid1": "y", "grid2": "z"}
 BARRIER = {"block": "__syncthreads();", "warp": "__syncwarp();"}
 
@@ -91,10 +88,11 @@ static bool tc_alloc(tc_device_buffer &b, int64_t bytes, int *err) {
     size_t n = bytes > 0 ? (size_t)bytes : 1;
     return tc_ok(cudaMalloc(&b.p, n), err) && tc_ok(cudaMemset(b.p, 0, n), err);
 }
-/* 1: launch; 0: an empty grid, nothing to run; -1: beyond the CUDA limits (reported) */
+/* 1: launch; 0: an empty grid, nothing to run; -1: beyond the target's limits (reported) */
 static int tc_geometry(int64_t gx, int64_t gy, int64_t gz, int64_t bx, int64_t by, int64_t bz, int *err) {
     if (gx <= 0 || gy <= 0 || gz <= 0) return 0;
-    if (gx > 2147483647 || gy > 65535 || gz > 65535 || bx > 1024 || by > 1024 || bz > 64 || bx * by * bz > 1024) {
+    if (gx > %(gx)dLL || gy > %(gy)dLL || gz > %(gz)dLL || bx > %(bx)dLL || by > %(by)dLL || bz > %(bz)dLL
+        || bx * by * bz > %(threads)dLL) {
         fprintf(stderr, "tilecert: launch geometry grid (%%lld, %%lld, %%lld) block (%%lld, %%lld, %%lld) exceeds "
                 "the CUDA limits\n", (long long)gx, (long long)gy, (long long)gz, (long long)bx, (long long)by,
                 (long long)bz);
@@ -108,12 +106,23 @@ static inline void tc_round_bf16(float *x, int64_t n) { for (int64_t k = 0; k < 
 """
 
 
-class CudaEmitter(Emitter):
-    """The C backend's expression emitter, with CUDA statements, kernels and a launcher."""
+def thread_index(target: Target) -> tuple[dict[str, str], dict[str, str]]:
+    """Per thread dimension: its coordinate of this thread, and how many threads the block has along it."""
+    w = target.warp_size
+    raw = {"block0": "(int64_t)threadIdx.x", "block1": "(int64_t)threadIdx.y", "block2": "(int64_t)threadIdx.z",
+           "lane": f"((int64_t)threadIdx.x % {w})", "warp": f"((int64_t)threadIdx.x / {w})"}
+    count = {"block0": "(int64_t)blockDim.x", "block1": "(int64_t)blockDim.y", "block2": "(int64_t)blockDim.z",
+             "lane": str(w), "warp": f"((int64_t)blockDim.x / {w})"}
+    return raw, count
 
-    def __init__(self, lp: Lowered) -> None:
-        super().__init__(lp)
-        self.items = plan(lp)[0]
+
+class CudaEmitter(Emitter):
+    """The C backend's expression emitter, with CUDA statements, kernels and a launcher, for ``target``."""
+
+    def __init__(self, lp: Lowered, target: Target = DEFAULT_TARGET) -> None:
+        super().__init__(lp, target)
+        self.raw, self.count_of = thread_index(target)
+        self.items = plan(lp, target)[0]
         self.kernels: list[str] = []
         self.host_allocs: list[str] = []  # the device allocations in scope, by buffer name
         self.launch: Optional[Launch] = None
@@ -142,7 +151,7 @@ class CudaEmitter(Emitter):
     def representative(self, level: Level) -> list[str]:
         """Conditions that select the one thread with coordinate 0 in every unbound dimension."""
         assert self.launch is not None
-        return [f"{RAW[d]} == 0" for d in self.launch.dims if d not in level.bound]
+        return [f"{self.raw[d]} == 0" for d in self.launch.dims if d not in level.bound]
 
     def guarded(self, conds: list[str], depth: int, body) -> None:
         if conds:
@@ -192,9 +201,9 @@ class CudaEmitter(Emitter):
         assert self.launch is not None
         dim = thread_dim(node)
         v = node.var
-        raw = RAW[dim]
+        raw = self.raw[dim]
         checks = [] if node.lo == IConst(0) else [f"{self.index(node.lo)} <= r{v}"]
-        if node.hi != self.launch.extents.get(dim, IConst(LANES)):
+        if node.hi != self.launch.extents[dim]:
             checks.append(f"r{v} < {self.index(node.hi)}")
         inner = self.launch.plan.enter(node, level)
         self.emit("{  " + c_comment(f"{node.name}: {node.kind} bound to {dim}"), depth)
@@ -215,24 +224,25 @@ class CudaEmitter(Emitter):
 
     def alloc(self, node: Alloc, depth: int, p: Path, level: Level) -> None:
         assert self.launch is not None
-        size = self.constant_size(node)
+        site = site_of(node)
+        try:
+            size = G.cells(site)
+            bound = self.launch.plan.shared.get(p)
+            copies = 1 if bound is None else G.copies(self.launch.shape, site, bound)
+        except G.LaunchRefusal as e:
+            raise refused(e) from None
         self.declare(node)
         name, ctype = self.names[node.buf], C_TYPES[node.dtype]
-        bound = self.launch.plan.shared.get(p)
         if bound is None:
             self.emit(f"{ctype} {name}[{size}] = {{}};  " + c_comment(f"{node.scope} {node.buf} (thread-private)"),
                       depth)
             return
-        copies, offset = 1, "0"
+        offset = "0"
         for d in self.launch.dims:
             if d in bound:
                 n = self.launch.extent(d)
-                if n is None:
-                    raise CudaUnsupported(f"shared buffer {node.buf} has one copy per {d} coordinate, but the launch "
-                                          f"extent of {d} depends on the sizes", "bind the sizes in tc.schedule(...)")
-                offset = f"({offset} * {n} + {RAW[d]})" if offset != "0" else RAW[d]
-                copies *= n
-        self.shared_bytes += copies * size * dtype_of(node.dtype).itemsize
+                offset = f"({offset} * {n} + {self.raw[d]})" if offset != "0" else self.raw[d]
+        self.shared_bytes += G.shared_bytes(copies, size, dtype_of(node.dtype).itemsize)
         note = f"{node.scope} {node.buf}"
         if copies == 1:
             self.emit(f"__shared__ {ctype} {name}[{size}];  " + c_comment(note), depth)
@@ -243,16 +253,10 @@ class CudaEmitter(Emitter):
         lin, count = "0", "1"
         for d in self.launch.dims:
             if d not in bound:
-                lin = RAW[d] if lin == "0" else f"({lin} + {count} * {RAW[d]})"
-                count = COUNT[d] if count == "1" else f"({count} * {COUNT[d]})"
+                lin = self.raw[d] if lin == "0" else f"({lin} + {count} * {self.raw[d]})"
+                count = self.count_of[d] if count == "1" else f"({count} * {self.count_of[d]})"
         self.emit(f"for (int64_t z = {lin}; z < {size}; z += {count}) {name}[z] = 0;  " + c_comment("zeroed together"),
                   depth)
-
-    def constant_size(self, node: Alloc) -> int:
-        if not all(isinstance(s, IConst) for s in node.shape):
-            raise CudaUnsupported(f"buffer {node.buf} in a kernel has shape {[str(s) for s in node.shape]}, not constant",
-                                  "bind the sizes it depends on in tc.schedule(...), or use smaller tiles")
-        return max(math.prod(s.value for s in node.shape), 1)
 
     def update(self, st: Store, depth: int) -> None:
         if not st.atomic:
@@ -278,11 +282,11 @@ class CudaEmitter(Emitter):
             if isinstance(node, Guard):
                 self.emit(f"if ({self.index(node.cond)}) {{", depth)
             else:
-                v = f"i{node.var}"
-                self.emit(f"const int64_t {v} = (int64_t)blockIdx.{GRID[node.binding]};  "
+                v, slot = f"i{node.var}", site_of(node).slot
+                self.emit(f"const int64_t {v} = (int64_t)blockIdx.{GRID[slot]};  "
                           + c_comment(f"{node.name}: {node.kind} bound to {node.binding}"), depth)
                 checks = [] if node.lo == IConst(0) else [f"{self.index(node.lo)} <= {v}"]
-                if node.hi != k.grid[node.binding]:
+                if node.hi != k.grid[slot]:
                     checks.append(f"{v} < {self.index(node.hi)}")
                 self.emit(f"if ({' && '.join(checks)}) {{" if checks else "{", depth)
             depth += 1
@@ -291,9 +295,10 @@ class CudaEmitter(Emitter):
             self.emit("}", depth)
         body, self.lines = self.lines, saved
         self.names, self.dtypes, self.shapes = scope
-        if self.shared_bytes > SHARED_LIMIT:
+        limit = self.target.max_shared_bytes
+        if self.shared_bytes > limit:
             raise CudaUnsupported(f"kernel {k.index} of {self.lp.name} needs {self.shared_bytes} bytes of shared memory "
-                                  f"(the static limit is {SHARED_LIMIT})", "use smaller tiles")
+                                  f"(the static limit is {limit})", "use smaller tiles", "hardware_limits")
         return "\n".join([f"extern \"C\" __global__ void {self.kernel_name(k)}({', '.join(self.kernel_params(k))})", "{"]
                          + body
                          + ["}", ""])
@@ -398,7 +403,9 @@ class CudaEmitter(Emitter):
         launcher += ["    *err = 0;", "    auto run = [&]() -> int {"] + self.lines + ["    };", "    run();", "}", ""]
         head = [c_comment(f"tilecert CUDA backend: kernel {self.lp.name}; translation validation: {note}"),
                 _HEAD, prelude("static __host__ __device__ inline"),
-                _RUNTIME % {"cuda": ERR_CUDA, "geometry": ERR_GEOMETRY}]
+                _RUNTIME % {"cuda": ERR_CUDA, "geometry": ERR_GEOMETRY, "threads": self.target.max_threads_per_block,
+                            **dict(zip(("gx", "gy", "gz"), self.target.max_grid)),
+                            **dict(zip(("bx", "by", "bz"), self.target.max_block))}]
         return "\n".join(head + self.kernels + launcher)
 
     def count(self, shape: tuple[IExpr, ...]) -> str:
@@ -417,6 +424,6 @@ def _has_f16(node: Node) -> bool:
     return walk_expr(node.value)
 
 
-def emit_cuda(lp: Lowered, note: str) -> str:
-    """The CUDA source of lowered program ``lp`` (``note``: the translation validation's status)."""
-    return CudaEmitter(lp).source(note)
+def emit_cuda(lp: Lowered, note: str, target: Target = DEFAULT_TARGET) -> str:
+    """The CUDA source of lowered program ``lp`` for ``target`` (``note``: the translation validation's status)."""
+    return CudaEmitter(lp, target).source(note)

@@ -7,10 +7,16 @@ from ..errors import BackendError
 
 
 class CudaUnsupported(BackendError):
-    """The CUDA backend cannot render a construct of the scheduled program (the message says which)."""
+    """The CUDA backend cannot render a construct of the scheduled program (the message says which).
 
-    def __init__(self, message: str, hint: str) -> None:
+    ``reason``: the checker obligation that states the requirement (``containment`` or
+    ``hardware_limits``: the checker reports the same refusal), or ``unsupported`` for a
+    construct this backend does not render (f16, narrow atomics, a placed barrier under
+    divergent control)."""
+
+    def __init__(self, message: str, hint: str, reason: str = "unsupported") -> None:
         super().__init__(message, hint=hint)
+        self.reason = reason
 
 
 class NoDevice(BackendError):

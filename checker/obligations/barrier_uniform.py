@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from tilecert.semantics.bindings import PARTICIPANTS
+
 from ..formula import Var, arith, cmp, conj, term_of
 from ..model import Inst, Model, domain, inst
 from ..solve import Case, search
@@ -27,8 +29,7 @@ FORMULA = ("for every barrier B: x in D_B and y differs from x only in participa
 
 def participant_levels(b_loops, scope: str) -> list[int]:
     """The loops around a barrier whose coordinates name its participants."""
-    wanted = ("block", "warp", "lane") if scope == "block" else ("lane",)
-    return [k for k, lp in enumerate(b_loops) if lp.binding in wanted]
+    return [k for k, lp in enumerate(b_loops) if lp.binding in PARTICIPANTS[scope]]
 
 
 def check(m: Model, timeout_ms: int) -> Verdict:

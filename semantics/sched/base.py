@@ -16,6 +16,7 @@ from .. import ir
 from .. import loopir as L
 from . import datamap
 from ..affine import Context
+from ..bindings import HARDWARE_INDICES
 from ..errors import TilecertError
 from ..index import IBin, IConst, IExpr, INot, IVar, evaluate, free_vars, ibin, size_names
 
@@ -391,12 +392,11 @@ def nest(loops: list[L.Loop], body: ir.Block) -> L.Loop:
 
 
 # ----------------------------------------------------------------------------- bindings and copies
-HARDWARE_BINDINGS = ("grid", "block", "warp", "lane")  # bound to hardware indices: such loops start at 0
 
 
 def hardware_bound(lp: L.Loop) -> bool:
     """Whether ``lp`` is bound to a hardware index (grid / block slot, warp, lane)."""
-    return L.binding_kind(lp.binding) in HARDWARE_BINDINGS
+    return L.binding_kind(lp.binding) in HARDWARE_INDICES
 
 
 def buffer_names(p: ir.Program) -> set[str]:

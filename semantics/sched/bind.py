@@ -19,7 +19,8 @@ writes and accesses,
   lists this obligation and the checker disproves it. A serial or pipeline loop also lists
   ``dependence``: no dependence is carried by the loop (its order was part of its meaning).
   Each parallel kind also lists ``containment``: along every path of the loop tree bound
-  levels nest grid > block > warp > lane and core > vector, no slot repeated.
+  levels nest as ``bindings.CONTAINMENT`` orders them (grid > block > warp > lane > vector,
+  core > vector), no hardware slot repeated.
 - a hardware kind lists ``hardware_limits``: the extent fits the target's limit for the slot.
 - block / warp / lane over barriers lists ``barrier_uniform`` (each barrier inside is reached
   by all iterations of its scope or by none); rebinding such a loop to a kind that is not a
@@ -34,20 +35,21 @@ from typing import Optional
 from .. import ir
 from .. import loopir as L
 from ..index import IConst
-from ..loopinterp import THREAD_SCOPES
-from .base import (HARDWARE_BINDINGS, Obligation, ScheduleError, Tau, Transformed, enclosing, replace_loop,
+from ..bindings import DEFAULT_TARGET, HARDWARE_INDICES, SCOPES, SLOTTED, THREAD_SCOPES, Target
+from .base import (Obligation, ScheduleError, Tau, Transformed, enclosing, replace_loop,
                    the_loop, with_body)
 
-SLOTTED = ("grid", "block")
 KINDS = tuple(f"{k}{s}" for k in SLOTTED for s in range(3)) + ("warp", "lane", "vector", "unrolled", "core", "serial")
-PARALLEL_KINDS = HARDWARE_BINDINGS + ("core", "vector")
-LIMITS = {
-    "grid0": "extent <= 2^31 - 1", "grid1": "extent <= 65535", "grid2": "extent <= 65535",
-    "block0": "extent <= 1024 and the product of the block extents <= 1024",
-    "block1": "extent <= 1024 and the product of the block extents <= 1024",
-    "block2": "extent <= 64 and the product of the block extents <= 1024",
-    "warp": "warps x lanes <= 1024 threads per block", "lane": "extent <= 32 (the lanes of one warp)",
-}
+PARALLEL_KINDS = SCOPES
+
+
+def limit_text(kind: str, target: Target = DEFAULT_TARGET) -> str:
+    """The hardware limit a loop bound to ``kind`` must fit, in words, from ``target``."""
+    threads = f"the launch's threads per block <= {target.max_threads_per_block}"
+    if kind == "warp":
+        return f"{target.warp_size} x warps: {threads}"
+    what = f"extent <= {target.limit(kind)}"
+    return what if kind.startswith("grid") else f"{what} and {threads}"
 
 
 def _bound(loops: list) -> str:
@@ -61,7 +63,7 @@ def bind(p: ir.Program, loop: str, kind: str) -> Transformed:
         raise ScheduleError(f"bind: unknown kind {kind!r}", hint=hint)
     lp = the_loop(p, loop, "bind")
     base = L.binding_kind(kind)
-    if base in HARDWARE_BINDINGS and lp.start != IConst(0):
+    if base in HARDWARE_INDICES and lp.start != IConst(0):
         raise ScheduleError(f"bind: hardware-bound loop {loop!r} must start at 0 (it starts at {lp.start})",
                             hint="bind the loop before partitioning it, or bind a segment that starts at 0")
     binding: Optional[str] = None if kind == "serial" else kind
@@ -77,11 +79,11 @@ def bind(p: ir.Program, loop: str, kind: str) -> Transformed:
                                           "order is no longer kept", (loop,)))
         path = enclosing(p.body, lp) or []
         obligations.append(Obligation(
-            "containment", "bind", f"along every path through {loop!r} bound levels nest grid > block > warp > lane "
-            f"and core > vector with no slot repeated (enclosing: {_bound(path)}; inside: "
+            "containment", "bind", f"along every path through {loop!r} bound levels nest as the target's containment "
+            f"order admits, no hardware slot repeated (enclosing: {_bound(path)}; inside: "
             f"{_bound(list(L.loops(lp.body)))})", (loop,)))
-    if base in HARDWARE_BINDINGS:
-        obligations.append(Obligation("hardware_limits", "bind", f"{loop!r} as {kind}: {LIMITS[kind]} "
+    if base in HARDWARE_INDICES:
+        obligations.append(Obligation("hardware_limits", "bind", f"{loop!r} as {kind}: {limit_text(kind)} "
                                       f"(extent {lp.extent})", (loop,)))
     if has_barrier and base in THREAD_SCOPES:
         obligations.append(Obligation("barrier_uniform", "bind", f"each barrier inside {loop!r} is reached by all "
