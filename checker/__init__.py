@@ -12,12 +12,15 @@ obligation kind, each with its formula), ``formula`` / ``solve`` / ``isl_solve``
 ``z3_solve`` (the queries and the solvers), ``polyhedral`` (the model as isl sets and
 maps), ``replay`` (witnesses re-run on the interpreter), ``brute`` (the brute-force
 enumeration oracle the tests and the benchmark hold the checker against), ``target``
-(hardware limits and containment order), ``verdict`` (verdicts, witnesses, reports).
+(hardware limits and containment order), ``verdict`` (verdicts, witnesses, reports), ``gate``
+(the cached check that emission, compilation and the differential harness require).
 """
 from .check import check, check_program, check_schedule, check_transform
 from .errors import CheckerError
+from .gate import Proof, UnprovedScheduleError, require
 from .target import DEFAULT_TARGET, Target
 from .verdict import DISPROVED, PROVED, UNKNOWN, Instance, Report, Result, Verdict, Witness
 
-__all__ = ["check", "check_program", "check_schedule", "check_transform", "CheckerError", "Target", "DEFAULT_TARGET",
+__all__ = ["check", "check_program", "check_schedule", "check_transform", "CheckerError", "Proof", "UnprovedScheduleError",
+           "require", "Target", "DEFAULT_TARGET",
            "Report", "Result", "Verdict", "Witness", "Instance", "PROVED", "DISPROVED", "UNKNOWN"]

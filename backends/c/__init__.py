@@ -1,14 +1,16 @@
 """The C backend: emit C99 + OpenMP from a lowered program, compile it, run it through ctypes."""
 from __future__ import annotations
 
+import hashlib
 from typing import Mapping
 
+from tilecert.checker.gate import Proof
 from tilecert.lowering import Lowered, Validation, ValidationError, lower, validate
 from tilecert.semantics import ir
 from tilecert.semantics.serialize import digest
 
 from . import build
-from .emit import emit_c, standalone_main
+from .emit import comment, emit_c, standalone_main
 from .runner import CKernel
 
 
@@ -28,22 +30,38 @@ def status(validation: Validation) -> str:
         f"{len(validation.failures())} obligations not proved for all sizes: validated per call for concrete sizes"
 
 
-def emit(program: ir.Program, sizes: Mapping[str, int]) -> str:
-    """Validated C source for ``program`` with ``sizes`` compiled in."""
-    lp, validation = validated(program, sizes)
-    return f"/* tilecert C backend: kernel {lp.name}; translation validation: {status(validation)} */\n" + emit_c(lp)
+def header(backend: str, lp: Lowered, proof: Proof, validation: Validation) -> str:
+    """The comment block every emitted source starts with: what the checker proved of the schedule
+    (``Proof.lines``: counts, then a ``NOT PROVED`` line per open obligation) and, separately, what
+    translation validation proved of the lowering. Every line goes through ``comment``."""
+    lines = [f"tilecert {backend} backend: kernel {lp.name}"] + proof.lines() + \
+        [f"translation validation of the lowering: {status(validation)}"]
+    return "".join(comment(line) + "\n" for line in lines)
 
 
-def compile_c(program: ir.Program, sizes: Mapping[str, int], sanitize: bool = False) -> CKernel:
-    """Lower, validate, emit, build (cached) and load ``program`` with ``sizes`` compiled in."""
+def source_key(program: ir.Program, source: str) -> str:
+    """What a build is cached by besides sizes and flags: the program's digest and a hash of the source,
+    header included (so a cached source never states another schedule's verdicts)."""
+    return digest(program) + ":" + hashlib.sha256(source.encode()).hexdigest()
+
+
+def emit(program: ir.Program, sizes: Mapping[str, int], proof: Proof) -> str:
+    """Validated C source for ``program`` with ``sizes`` compiled in, headed by ``header``."""
     lp, validation = validated(program, sizes)
-    source = emit_c(lp)
+    return header("C", lp, proof, validation) + emit_c(lp)
+
+
+def compile_c(program: ir.Program, sizes: Mapping[str, int], proof: Proof, sanitize: bool = False) -> CKernel:
+    """Lower, validate, emit (headed by ``header``), build (cached) and load ``program`` with ``sizes``
+    compiled in."""
+    lp, validation = validated(program, sizes)
+    source = header("C", lp, proof, validation) + emit_c(lp)
     flags = build.SANITIZE_FLAGS if sanitize else build.FLAGS
-    key = build.cache_key(digest(program), lp.bound, flags, "exe" if sanitize else "so")
     if sanitize:
         source += "\n" + standalone_main(lp)
+    key = build.cache_key(source_key(program, source), lp.bound, flags, "exe" if sanitize else "so")
     binary = build.build(source, key, flags, shared=not sanitize)
     return CKernel(program, lp, validation, source, binary, sanitize)
 
 
-__all__ = ["emit", "compile_c", "CKernel"]
+__all__ = ["emit", "compile_c", "header", "CKernel"]

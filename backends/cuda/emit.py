@@ -356,7 +356,7 @@ class CudaEmitter(Emitter):
         self.emit("}", depth + 1)
         self.emit("}", depth)
 
-    def source(self, note: str) -> str:
+    def source(self, header: str) -> str:
         unsupported = [t.name for t in self.lp.tensors if t.dtype == "f16"] + \
             [n.buf for n in walk(self.lp.body) if isinstance(n, Alloc) and n.dtype == "f16"]
         if unsupported or any(_has_f16(n) for n in walk(self.lp.body)):
@@ -392,8 +392,7 @@ class CudaEmitter(Emitter):
         launcher = [comment(f"host launcher of {self.lp.name}"), f"void tc_kernel({', '.join(params)})", "{"]
         launcher += [f"    (void){self.sizes[s]};" for s in self.lp.sizes]
         launcher += ["    *err = 0;", "    auto run = [&]() -> int {"] + self.lines + ["    };", "    run();", "}", ""]
-        head = [comment(f"tilecert CUDA backend: kernel {self.lp.name}; translation validation: {note}"),
-                _HEAD, prelude("static __host__ __device__ inline"),
+        head = [header + _HEAD, prelude("static __host__ __device__ inline"),
                 _RUNTIME % {"cuda": ERR_CUDA, "geometry": ERR_GEOMETRY}]
         return "\n".join(head + self.kernels + launcher)
 
@@ -413,6 +412,6 @@ def _has_f16(node: Node) -> bool:
     return walk_expr(node.value)
 
 
-def emit_cuda(lp: Lowered, note: str) -> str:
-    """The CUDA source of lowered program ``lp`` (``note``: the translation validation's status)."""
-    return CudaEmitter(lp).source(note)
+def emit_cuda(lp: Lowered, header: str) -> str:
+    """The CUDA source of lowered program ``lp``, after ``header`` (the comment block of what was proved)."""
+    return CudaEmitter(lp).source(header)
