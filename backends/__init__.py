@@ -123,5 +123,5 @@ def differential(obj: Compilable, target: str = "c", trials: int = 10, seed: int
     return run_trials(Chain.of(s), bound, backend, label, trials, seed, sizes, proof)
 
 
-__all__ = ["TARGETS", "compile", "emit", "differential", "DiffReport", "resolve", "subject", "BackendError", "CompileError",
-           "SanitizerError", "UnknownTarget"]
+__all__ = ["TARGETS", "compile", "emit", "differential", "DiffReport", "resolve", "subject", "BackendError",
+           "CompileError", "SanitizerError", "UnknownTarget"]

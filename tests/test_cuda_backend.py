@@ -239,7 +239,8 @@ def test_threads_past_a_short_loop_follow_it_to_its_barriers(emitted):
     assert "const bool a1 = r1 < 8;" in src and "const int64_t i1 = a1 ? r1 : 0;" in src and "b[3] = {16, 1, 1}" in src
     assert re.search(r"if \(a1\) \{\n\s+/\* S0 at line 0 \*/", src)  # only real iterations write
     x = np.arange(1, 21, dtype=np.int32)
-    out = compile_unproved(shadow_barrier(), target="cuda-host")(X=x, Y=np.zeros(20, np.int32), W=np.zeros(40, np.int32))
+    out = compile_unproved(shadow_barrier(), target="cuda-host")(X=x, Y=np.zeros(20, np.int32),
+                                                                 W=np.zeros(40, np.int32))
     padded = np.concatenate([x, np.zeros(4, np.int32)])
     assert np.array_equal(out["Y"], padded.reshape(3, 8)[:, ::-1].ravel()[:20])
     assert np.array_equal(out["W"], [padded[k // 16 * 8 + k % 8] for k in range(40)])

@@ -163,3 +163,10 @@ def test_cli_with_allow_unproved_marks_the_output_and_diff_names_the_transform(c
     assert "NOT A CERTIFICATE" in out
     assert main(["diff", SHIFT_FILE, "--kernel", "shift", "--trials", "2"]) == 0  # the kernel itself is proved
     assert capsys.readouterr().out.startswith("MATCH")
+
+
+def test_the_readme_error_example_exists_and_fails_where_it_says():
+    from examples.bad import running_sum
+    with pytest.raises(tc.CaptureError, match="parallel nests cannot mutate an outer value") as info:
+        tc.capture(running_sum)
+    assert info.value.loc.file.endswith("examples/bad.py") and info.value.loc.line == 12
