@@ -21,6 +21,7 @@ not change a verdict); ``s.check().explain()`` shows them replayed.
 from __future__ import annotations
 
 import json
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Hashable, Mapping, Optional, Union
@@ -38,6 +39,7 @@ from .verdict import DISPROVED, PROVED, UNKNOWN, Report
 Subject = Union[Schedule, ir.Program]
 CACHE_SIZE = 256
 _CACHE: "OrderedDict[Hashable, list[Report]]" = OrderedDict()
+_LOCK = threading.Lock()  # one check at a time: the solvers' contexts are not shared across threads
 REASON_CHARS = 80
 
 
@@ -121,17 +123,16 @@ def checked(subject: Subject, sizes: Optional[Mapping[str, int]] = None, *, targ
     when a cached report answers the request (see the module doc)."""
     bound = {**(subject.sizes if isinstance(subject, Schedule) else {}), **dict(sizes or {})}
     key = (_key(subject), target, timeout_ms)
-    reports = _CACHE.get(key, [])
-    for report in reports:
-        if report.covers(bound) and (report.ok or report.sizes == bound):
-            _CACHE.move_to_end(key)
-            return report
-    report = check(subject, sizes, target=target, timeout_ms=timeout_ms, replay=False)
-    _CACHE[key] = reports + [report]
-    _CACHE.move_to_end(key)
-    while len(_CACHE) > CACHE_SIZE:
-        _CACHE.popitem(last=False)
-    return report
+    with _LOCK:
+        reports = _CACHE.pop(key, [])
+        found = next((r for r in reports if r.covers(bound) and (r.ok or r.sizes == bound)), None)
+        if found is None:
+            found = check(subject, sizes, target=target, timeout_ms=timeout_ms, replay=False)
+            reports = reports + [found]
+        _CACHE[key] = reports  # most recently used last
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+        return found
 
 
 def _key(subject: Subject) -> Hashable:

@@ -201,7 +201,7 @@ def test_grid_and_block_loops_map_to_blockidx_and_threadidx_by_slot(emitted):
     # the tile's zero fill, its load, and its transposed read are phases: barriers between them
     assert kernel.count("__syncthreads();  /* placed: orders the phases before and after */") == 2
     assert "/* translation validation of the lowering: all obligations proved */" in src
-    assert "NOT PROVED" not in src and " 0 disproved, 0 unknown for M = 7, N = 10 */" in src
+    assert "NOT PROVED" not in src and " 0 disproved, 0 unknown for M = 10, N = 7 */" in src
     assert emit(transpose_schedule(), target="cuda-host") == src
 
 
