@@ -121,9 +121,9 @@ def _check(s, **kw):
 
 
 def _wrong(report):
-    """A proved case that does not agree with the specification, or any case whose lowering link broke
-    (an unproved schedule may differ from the specification, but only through its transform)."""
-    return (report.proved and report.failed) or "lowering" in report.broken_links
+    """A proved case that does not agree with the specification. An unproved one is run but not judged: a
+    racy schedule's compiled result depends on timing, and its scheduled program runs bound loops in turn."""
+    return report.proved and report.failed
 
 
 @settings(max_examples=200 if FULL else 10, deadline=None, database=None,
