@@ -1,10 +1,23 @@
-"""The differential harness: the reference interpreter against a compiled backend on random inputs.
+"""The differential harness: the specification, the scheduled program and a backend on random inputs.
 
 Each trial draws sizes (those the schedule binds stay fixed; the others come from
 ``sizes`` or are drawn in [1, 12]) and random contents for every tensor, outputs included
 (a kernel may read what it writes). Floats are standard normal, integers uniform over the
-whole range for 8-bit types and over [-1000, 1000] otherwise, bools fair coins. The
-interpreter (checked mode) and the compiled kernel run on copies of the same arrays.
+whole range for 8-bit types and over [-1000, 1000] otherwise, bools fair coins. Three
+runs take copies of the same arrays (a ``Chain``):
+
+- the **specification**: the original kernel on the tile-level interpreter (``tc.run``), the
+  meaning of the program (a loop-form program given as such is its own specification);
+- the **scheduled** program on the loop-level interpreter;
+- the **backend**: the compiled kernel, or any callable with its calling convention.
+
+Both interpreters run in checked mode, in the trial's order: trial ``t`` uses
+``canonical``, ``reverse`` and ``shuffle`` in turn (``ORDERS[t % 3]``; the shuffle seeded per
+trial), so a schedule whose result depends on the order of concurrent instances cannot
+match by luck of one order. The verdict of a trial is specification against backend. It
+also names the link of the chain that broke: ``transform`` (specification and scheduled
+program differ, with the first differing cell, or only the scheduled program raises) or
+``lowering`` (scheduled program and backend differ, or only the backend raises).
 
 Comparison of each written tensor:
 
@@ -19,46 +32,73 @@ Comparison of each written tensor:
   remains is the order of reductions and the last bit of library math functions.
 
 Outcomes of a trial: ``match``; ``mismatch`` (first differing index and both values);
-``both rejected`` (both raised ``ExecutionError``: an out-of-bounds access or a zero
-divisor on these inputs, which counts as agreement); ``backend error`` (only the backend
-raised, or it failed to build); ``invalid`` (only the interpreter raised: the program has no
-meaning on these inputs, e.g. a noninterference violation; not a verdict on the backend);
-``unsupported`` (the lowering does not handle a construct of the program).
+``both rejected`` (specification and backend raised ``ExecutionError``: an out-of-bounds
+access or a zero divisor on these inputs, which counts as agreement); ``backend error``
+(only the backend raised, or it failed to build); ``invalid`` (only the specification
+raised: the program has no meaning on these inputs, e.g. a noninterference violation; not a
+verdict on the backend); ``unsupported`` (the lowering does not handle a construct of the
+program); ``unproved`` (a campaign case the gate refused).
+
+A ``DiffReport`` carries the ``Proof`` of what it compared (``checker/gate.py``): it is
+``matched`` (a certificate) only when every trial agreed and every obligation was proved;
+``agreed`` is the trials alone. Its text says NOT A CERTIFICATE otherwise.
 """
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from dataclasses import replace
+from typing import Any, Callable, Mapping, Optional, Union
 
 import numpy as np
 
+from tilecert.checker.gate import Proof
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
 from tilecert.semantics.dtypes import dtype_of
 from tilecert.semantics.errors import ExecutionError
+from tilecert.semantics.expand import expand
 from tilecert.semantics.index import IExpr, evaluate, free_vars
+from tilecert.semantics.interp import interpret, prepare_inputs
 from tilecert.semantics.limits import check_allocation
-from tilecert.semantics.interp import prepare_inputs
 from tilecert.semantics.loopinterp import interpret_loops
+from tilecert.semantics.loopir import is_loop_form
+from tilecert.semantics.sched import Schedule
 
 UNIT_ROUNDOFF = {"f16": 2.0**-11, "bf16": 2.0**-8, "f32": 2.0**-24, "f64": 2.0**-53}
 TOLERANCE_RULE = "|b - i| <= 4 * eps * (L + 8) * (|i| + max|i|); integers and bools exactly"
 SIZE_RANGE = (1, 12)
 FAILURES = ("mismatch", "backend error")
+ORDERS = ("canonical", "reverse", "shuffle")
+LINKS = {"transform": "specification vs scheduled program", "lowering": "scheduled program vs backend"}
 
 
 @dataclass(frozen=True)
 class Mismatch:
     tensor: str
     index: tuple[int, ...]
-    interp: Any
-    backend: Any
+    interp: Any  # the expected value (the specification's, or the scheduled program's for the lowering link)
+    backend: Any  # the value compared with it
     tolerance: float
+    labels: tuple[str, str] = ("spec", "backend")
 
     def __str__(self) -> str:
         tol = "exact" if self.tolerance == 0 else f"tol {self.tolerance:.3g}"
-        return f"{self.tensor}{list(self.index)}: interpreter {self.interp!r}, backend {self.backend!r} ({tol})"
+        return f"{self.tensor}{list(self.index)}: {self.labels[0]} {self.interp!r}, {self.labels[1]} " \
+               f"{self.backend!r} ({tol})"
+
+
+@dataclass(frozen=True)
+class Link:
+    """A broken link of the chain: ``transform`` or ``lowering`` (``LINKS``), with the first differing
+    cell, or what only one side raised."""
+
+    name: str
+    mismatch: Optional[Mismatch] = None
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.name} ({LINKS[self.name]}: {self.mismatch if self.mismatch is not None else self.detail})"
 
 
 @dataclass(frozen=True)
@@ -68,17 +108,21 @@ class Trial:
     outcome: str
     mismatch: Optional[Mismatch] = None
     detail: str = ""
+    order: str = "canonical"
+    broken: tuple[Link, ...] = ()
 
     @property
     def agrees(self) -> bool:
         return self.outcome in ("match", "both rejected")
 
     def __str__(self) -> str:
-        text = f"trial seed={self.seed} sizes={self.sizes}: {self.outcome}"
+        text = f"trial seed={self.seed} sizes={self.sizes} order={self.order}: {self.outcome}"
         if self.mismatch is not None:
             text += f" at {self.mismatch}"
         if self.detail:
             text += f" ({self.detail})"
+        if self.broken:
+            text += "; broken link: " + "; ".join(str(link) for link in self.broken)
         return text
 
 
@@ -87,11 +131,40 @@ class DiffReport:
     kernel: str
     target: str
     trials: tuple[Trial, ...] = field(default_factory=tuple)
+    proof: Optional[Proof] = None  # what the checker proved of the subject; None: nothing was checked
+
+    @property
+    def agreed(self) -> bool:
+        """Every trial agreed with the specification (and at least one ran); says nothing of proofs."""
+        return bool(self.trials) and all(t.agrees for t in self.trials)
+
+    @property
+    def proved(self) -> bool:
+        return self.proof is not None and self.proof.ok
 
     @property
     def matched(self) -> bool:
-        """Every trial agreed (and at least one ran)."""
-        return bool(self.trials) and all(t.agrees for t in self.trials)
+        """A certificate: every trial agreed with the specification and every obligation was proved."""
+        return self.agreed and self.proved
+
+    @property
+    def ok(self) -> bool:
+        """``matched``, named like ``Report.ok``."""
+        return self.matched
+
+    def __bool__(self) -> bool:
+        return self.matched
+
+    @property
+    def broken_links(self) -> tuple[str, ...]:
+        """The links of the chain some trial found broken, in chain order."""
+        found = {link.name for t in self.trials for link in t.broken}
+        return tuple(name for name in LINKS if name in found)
+
+    @property
+    def label(self) -> str:
+        """``MATCH`` (a certificate), ``UNPROVED`` (trials agreed, obligations open) or ``MISMATCH``."""
+        return "MATCH" if self.matched else ("UNPROVED" if self.agreed else "MISMATCH")
 
     @property
     def failed(self) -> bool:
@@ -103,9 +176,19 @@ class DiffReport:
         return next((t for t in self.trials if not t.agrees), None)
 
     def __str__(self) -> str:
-        head = f"{self.kernel} on {self.target}: {sum(t.agrees for t in self.trials)}/{len(self.trials)} trials agree"
+        head = f"{self.kernel} on {self.target}: {sum(t.agrees for t in self.trials)}/{len(self.trials)} trials " \
+               "agree with the specification"
         bad = self.first_failure
-        return head + ("" if bad is None else f"; first failure: {bad}") + f" [{TOLERANCE_RULE}]"
+        links = "; ".join(f"{name} ({LINKS[name]})" for name in self.broken_links)
+        if self.proof is None:
+            proof = "NOT A CERTIFICATE: nothing was checked"
+        elif self.proof.ok:
+            proof = f"{self.proof.what} proved: {self.proof.counts()}"
+        else:
+            proof = f"NOT A CERTIFICATE: {self.proof.what} is not proved ({self.proof.counts()}): " + \
+                "; ".join(str(o) for o in self.proof.open)
+        return head + ("" if bad is None else f"; first failure: {bad}") + \
+            (f"; links broken in some trial: {links}" if links else "") + f" | {proof} [{TOLERANCE_RULE}]"
 
 
 def random_array(rng: np.random.Generator, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
@@ -168,10 +251,28 @@ def compare(name: str, dtype: str, interp: np.ndarray, backend: np.ndarray, chai
     return Mismatch(name, where, interp[where].item(), backend[where].item(), tol)
 
 
-def run_trials(program: ir.Program, bound: Mapping[str, int], run_backend: Callable[..., dict[str, np.ndarray]],
-               kernel: str, target: str, trials: int, seed: int,
-               sizes: Optional[Mapping[str, int]] = None) -> DiffReport:
-    """Run ``trials`` random trials of ``program`` through the interpreter and ``run_backend``."""
+@dataclass(frozen=True)
+class Chain:
+    """What a trial runs besides the backend: ``spec``, the original tile program (None when the subject
+    is a loop-form program, its own specification), ``initial``, its loop form, and ``scheduled``."""
+
+    spec: Optional[ir.Program]
+    initial: ir.Program
+    scheduled: ir.Program
+
+    @classmethod
+    def of(cls, subject: Union[Schedule, ir.Program]) -> "Chain":
+        if isinstance(subject, Schedule):
+            return cls(subject.kernel.capture(**subject.config), subject.initial, subject.program)
+        loop = expand(subject)
+        return cls(None if is_loop_form(subject.body) else subject, loop, loop)
+
+
+def run_trials(chain: Chain, bound: Mapping[str, int], run_backend: Callable[..., Mapping[str, np.ndarray]],
+               target: str, trials: int, seed: int, sizes: Optional[Mapping[str, int]] = None,
+               proof: Optional[Proof] = None) -> DiffReport:
+    """Run ``trials`` random trials of ``chain`` and ``run_backend``; ``proof`` is what the checker proved."""
+    program = chain.scheduled
     results = []
     for t in range(trials):
         rng = np.random.default_rng([seed, t])
@@ -180,37 +281,71 @@ def run_trials(program: ir.Program, bound: Mapping[str, int], run_backend: Calla
                        for s in program.sizes}
         arrays = {tn.name: random_array(rng, tn.dtype, tuple(trial_sizes[str(d)] for d in tn.shape))
                   for tn in program.tensors}
-        results.append(_trial(program, run_backend, arrays, trial_sizes, seed=t))
-    return DiffReport(kernel, target, tuple(results))
+        order = ORDERS[t % len(ORDERS)]
+        results.append(_trial(chain, run_backend, arrays, trial_sizes, t, order, int(rng.integers(2**31))))
+    return DiffReport(program.name, target, tuple(results), proof)
 
 
-def _trial(program: ir.Program, run_backend, arrays: dict[str, np.ndarray], sizes: dict[str, int],
-           seed: int) -> Trial:
-    interp_err = backend_err = None
-    expected = got = None
+def _trial(chain: Chain, run_backend, arrays: dict[str, np.ndarray], sizes: dict[str, int], seed: int,
+           order: str, order_seed: int) -> Trial:
+    program = chain.scheduled
     dims = {str(d) for t in program.tensors for d in t.shape}
     loose = {s: n for s, n in sizes.items() if s not in dims}  # sizes no tensor shape carries
-    try:
-        data, bound = prepare_inputs(program, {**{k: v.copy() for k, v in arrays.items()}, **loose})
-        interpret_loops(program, bound, data, checked=True)
-        expected = {name: data[name] for name in program.outputs}
-    except ExecutionError as exc:
-        interp_err = exc
-    try:
-        got = run_backend(**{k: v.copy() for k, v in arrays.items()}, **loose)
-    except ExecutionError as exc:
-        backend_err = exc
-    if interp_err is not None and backend_err is not None:
-        return Trial(seed, sizes, "both rejected", detail=interp_err.message)
-    if interp_err is not None:
-        return Trial(seed, sizes, "invalid", detail=f"the interpreter rejects the program: {interp_err.message}")
+    copies = lambda: {**{k: v.copy() for k, v in arrays.items()}, **loose}  # noqa: E731
+
+    def scheduled() -> dict[str, np.ndarray]:
+        data, bound = prepare_inputs(program, copies())
+        interpret_loops(program, bound, data, order=order, seed=order_seed, checked=True)
+        return {name: data[name] for name in program.outputs}
+
+    def spec() -> dict[str, np.ndarray]:
+        assert chain.spec is not None
+        return interpret(chain.spec, order=order, seed=order_seed, checked=True, **copies())
+
+    expected, spec_err = _attempt(spec if chain.spec is not None else scheduled)
+    mid, mid_err = _attempt(scheduled) if chain.spec is not None else (expected, spec_err)
+    got, backend_err = _attempt(lambda: run_backend(**copies()))
+    chain_len = max(chain_length(chain.initial, sizes), chain_length(program, sizes))
+    broken: list[Link] = []
+    if spec_err is None and mid_err is not None:
+        broken.append(Link("transform", detail=f"only the scheduled program raises: {mid_err.message}"))
+    elif spec_err is None:
+        bad = _difference(program, expected, mid, chain_len, ("spec", "scheduled"))
+        if bad is not None:
+            broken.append(Link("transform", bad))
+    if mid_err is None and backend_err is not None:
+        broken.append(Link("lowering", detail=f"only the backend raises: {backend_err.message}"))
+    elif mid_err is None:
+        bad = _difference(program, mid, got, chain_len, ("scheduled", "backend"))
+        if bad is not None:
+            broken.append(Link("lowering", bad))
+    done = lambda outcome, **kw: Trial(seed, sizes, outcome, order=order, broken=tuple(broken), **kw)  # noqa: E731
+    if spec_err is not None and backend_err is not None:
+        return done("both rejected", detail=spec_err.message)
+    if spec_err is not None:
+        return done("invalid", detail=f"the specification rejects the inputs: {spec_err.message}")
     if backend_err is not None:
-        return Trial(seed, sizes, "backend error", detail=backend_err.message)
-    assert expected is not None and got is not None
-    chain = chain_length(program, sizes)
+        return done("backend error", detail=backend_err.message)
+    bad = _difference(program, expected, got, chain_len, ("spec", "backend"))
+    return done("mismatch", mismatch=bad) if bad is not None else done("match")
+
+
+def _attempt(run: Callable[[], Mapping[str, np.ndarray]]) -> tuple[Optional[Mapping[str, np.ndarray]],
+                                                                    Optional[ExecutionError]]:
+    """``run()``'s outputs, or the ``ExecutionError`` it raised."""
+    try:
+        return run(), None
+    except ExecutionError as exc:
+        return None, exc
+
+
+def _difference(program: ir.Program, expected: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], chain: int,
+                labels: tuple[str, str]) -> Optional[Mismatch]:
+    """The first written tensor's first element where ``got`` differs from ``expected`` (``compare``), or None.
+    This is the one place the harness compares results."""
     for tn in program.tensors:
         if tn.written:
             bad = compare(tn.name, tn.dtype, expected[tn.name], got[tn.name], chain)
             if bad is not None:
-                return Trial(seed, sizes, "mismatch", bad)
-    return Trial(seed, sizes, "match")
+                return replace(bad, labels=labels)
+    return None

@@ -5,7 +5,8 @@ A ``FuzzCase`` is self-contained and replayable: the kernel's source text, the s
 trials. ``fuzz_cases(kernels, schedules)`` draws cases from hypothesis strategies for
 kernels and schedules (the caller supplies them, e.g. ``tilecert.strategies``);
 ``campaign`` runs a number of them and writes every failing one as a ``.json`` file that
-``replay`` (and ``tilecert diff FILE``) runs again.
+``replay`` (and ``tilecert diff FILE``) runs again. A case whose schedule the gate refuses
+(``UnprovedScheduleError``: not every obligation proved) is ``unproved``, not a failure.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+from tilecert.checker.gate import UnprovedScheduleError
 from tilecert.lowering import LoweringError
 from tilecert.semantics.errors import SerializationError, TilecertError
 from tilecert.semantics.kernel import Kernel
@@ -80,7 +82,8 @@ def replay(case: FuzzCase, load_kernel: Callable[[str, str], Kernel], check: Cal
 def campaign(cases: st.SearchStrategy[FuzzCase], count: int, seed: int, run: Callable[[FuzzCase], DiffReport],
              out_dir: Optional[Path], on_result: Callable[[int, FuzzCase, DiffReport, Optional[Path]], None]) -> None:
     """Run ``count`` drawn cases, reporting each to ``on_result``; a failing one (``DiffReport.failed``, or a
-    build error) is also written to ``out_dir``. A construct the lowering does not handle is ``unsupported``."""
+    build error) is also written to ``out_dir``. A construct the lowering does not handle is ``unsupported``, a
+    schedule the gate refuses ``unproved``."""
     done = [0]
 
     @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
@@ -92,6 +95,8 @@ def campaign(cases: st.SearchStrategy[FuzzCase], count: int, seed: int, run: Cal
             report = run(case)
         except LoweringError as exc:
             report = DiffReport(case.kernel, "", (Trial(case.seed, {}, "unsupported", detail=exc.message),))
+        except UnprovedScheduleError as exc:
+            report = DiffReport(case.kernel, "", (Trial(case.seed, {}, "unproved", detail=exc.message),))
         except TilecertError as exc:
             report = DiffReport(case.kernel, "", (Trial(case.seed, {}, "backend error", detail=str(exc)),))
         path = None

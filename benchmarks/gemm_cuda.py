@@ -34,6 +34,7 @@ from examples.gemm import gemm  # noqa: E402
 from tilecert.backends.cuda import gpu_present, lowered  # noqa: E402
 from tilecert.backends.cuda.build import tool  # noqa: E402
 from tilecert.backends.cuda.plan import plan  # noqa: E402
+from tilecert.checker.gate import require  # noqa: E402
 from tilecert.semantics.index import evaluate  # noqa: E402
 
 THREADS = 16  # threads along x and along y
@@ -72,7 +73,8 @@ def candidates(n: int):
 def load_kernel(s: tc.Schedule, arch: str, folder: Path):
     """The schedule's kernel as a CuPy function, and its grid and block dimensions."""
     import cupy as cp
-    lp, validation, source = lowered(s.program, s.sizes)
+    proof = require(s, allow_unproved=False, action="benchmark")  # only a proved schedule is timed
+    lp, validation, source = lowered(s.program, s.sizes, proof)
     if not validation.proved:
         raise SystemExit(f"translation validation of the schedule is not proved:\n{validation}")
     _, launches = plan(lp)

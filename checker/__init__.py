@@ -12,14 +12,17 @@ obligation kind, each with its formula), ``formula`` / ``solve`` / ``isl_solve``
 ``z3_solve`` (the queries and the solvers), ``polyhedral`` (the model as isl sets and
 maps), ``replay`` (witnesses re-run on the interpreter), ``brute`` (the brute-force
 enumeration oracle the tests and the benchmark hold the checker against), ``verdict``
-(verdicts, witnesses, reports). The hardware model (``Target``, the containment order) is
+(verdicts, witnesses, reports), ``gate`` (the cached check that emission,
+compilation and the differential harness require). The hardware model (``Target``, the containment order) is
 ``semantics.bindings``, re-exported here.
 """
 from tilecert.semantics.bindings import DEFAULT_TARGET, Target
 
 from .check import check, check_program, check_schedule, check_transform
 from .errors import CheckerError
+from .gate import Proof, UnprovedScheduleError, require
 from .verdict import DISPROVED, PROVED, UNKNOWN, Instance, Report, Result, Verdict, Witness
 
-__all__ = ["check", "check_program", "check_schedule", "check_transform", "CheckerError", "Target", "DEFAULT_TARGET",
+__all__ = ["check", "check_program", "check_schedule", "check_transform", "CheckerError", "Proof", "UnprovedScheduleError",
+           "require", "Target", "DEFAULT_TARGET",
            "Report", "Result", "Verdict", "Witness", "Instance", "PROVED", "DISPROVED", "UNKNOWN"]

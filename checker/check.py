@@ -14,8 +14,10 @@ its op declares them (``Transformed.datamaps``, ``forwarding.py``).
 An obligation kind an op lists that this checker does not discharge is reported unknown.
 Along a schedule, a program obligation proved before an op is re-checked after it only for
 the statements and pairs the op touched (the rest are, term for term, the same formulas).
-Sizes: a schedule's bound sizes plus ``sizes``; every other size stays symbolic (>= 0). A
-disproved verdict's witness is replayed on the interpreter at the witness's sizes.
+Sizes: a schedule's bound sizes plus ``sizes`` (which may fix more sizes, never contradict a
+bound one: ``CheckerError``); every other size stays symbolic (>= 0), and the report says
+so (``Report.sizes``, ``Report.symbolic``, ``Report.scope()``). A disproved verdict's
+witness is replayed on the interpreter at the witness's sizes.
 """
 from __future__ import annotations
 
@@ -63,7 +65,8 @@ def check_program(program: ir.Program, sizes: Optional[Mapping[str, int]] = None
     if m.problems:
         raise CheckerError(f"program {program.name} is ill-formed: {m.problems[0]}",
                            hint="every loop variable and buffer must be read inside the loop or block that binds it")
-    return _program_report(m, subject or f"program {program.name}", final, target, timeout_ms, replay, ())
+    return _scoped(_program_report(m, subject or f"program {program.name}", final, target, timeout_ms, replay, ()),
+                   program, m.sizes)
 
 
 def check_transform(before: ir.Program, after: ir.Program, tau: Tau, sizes: Optional[Mapping[str, int]] = None, *,
@@ -105,12 +108,16 @@ def check_transform(before: ir.Program, after: ir.Program, tau: Tau, sizes: Opti
         if ob.kind not in CHECKED and not any(r.kind == ob.kind for r in report):
             report.results.append(Result(ob.kind, subject, ob.formula,
                                          unknown(f"the checker does not discharge {ob.kind} obligations")))
-    return report
+    return _scoped(report, before, old.sizes)
 
 
 def check_schedule(s: Schedule, sizes: Optional[Mapping[str, int]] = None, *, target: Target = DEFAULT_TARGET,
                    timeout_ms: int = DEFAULT_TIMEOUT_MS, replay: bool = True) -> Report:
     """The initial program's obligations, then those of every op of the history."""
+    conflicts = {n: v for n, v in dict(sizes or {}).items() if n in s.sizes and s.sizes[n] != v}
+    if conflicts:
+        raise CheckerError(f"check sizes {conflicts} contradict the sizes the schedule binds {s.sizes}",
+                           s.initial.loc, "give only sizes the schedule leaves symbolic (or the bound values)")
     bound = {**s.sizes, **dict(sizes or {})}
     n = len(s.transforms)
     report = check_program(s.programs[0], bound, target=target, timeout_ms=timeout_ms, replay=replay,
@@ -123,7 +130,7 @@ def check_schedule(s: Schedule, sizes: Optional[Mapping[str, int]] = None, *, ta
                                    listed=t.obligations, final=k == n - 1, proved_before=proved,
                                    datamaps=t.datamaps)
         report.extend(previous)
-    return report
+    return _scoped(report, s.initial, bound)
 
 
 def subjects(s: Schedule) -> list[str]:
@@ -144,6 +151,13 @@ def _model(program: ir.Program, sizes: Optional[Mapping[str, int]]) -> Model:
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             raise CheckerError(f"size {name} must be an int >= 0, got {v!r}", hint="or leave it symbolic")
     return Model(program, sizes)
+
+
+def _scoped(report: Report, program: ir.Program, sizes: Mapping[str, int]) -> Report:
+    """``report`` with the sizes it holds for: ``sizes`` bound, every other size of ``program`` symbolic."""
+    report.sizes = dict(sizes)
+    report.symbolic = tuple(name for name in program.sizes if name not in sizes)
+    return report
 
 
 def _ill_formed(m: Model) -> Verdict:

@@ -4,12 +4,15 @@ Every obligation ends in a ``Verdict``: ``proved``, ``disproved`` with a ``Witne
 sizes, the instances as loop coordinates, the cell or participants, and the outcome of a
 replay on the interpreter where one was possible), or ``unknown`` with the reason. A
 ``Report`` holds one ``Result`` per obligation and subject; ``report.ok`` is true only when
-there is at least one result and every one is proved (unknown is never success).
+there is at least one result and every one is proved (unknown is never success), and
+``bool(report)`` is ``report.ok`` (so ``assert s.check()`` fails on a disproved schedule).
+A report holds for the sizes it was checked at: ``report.sizes`` are the bound ones, every
+size in ``report.symbolic`` ranges over all values ``>= 0`` (``report.scope()``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Iterator, Optional
+from typing import Iterator, Mapping, Optional
 
 PROVED, DISPROVED, UNKNOWN = "proved", "disproved", "unknown"
 
@@ -93,10 +96,25 @@ class Result:
 @dataclass
 class Report:
     results: list[Result] = field(default_factory=list)
+    sizes: dict[str, int] = field(default_factory=dict)  # the sizes the check bound
+    symbolic: tuple[str, ...] = ()  # the sizes it holds for, for every value >= 0
 
     @property
     def ok(self) -> bool:
         return bool(self.results) and all(r.verdict.proved for r in self.results)
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def scope(self) -> str:
+        """For which sizes the verdicts hold, e.g. ``for all N >= 0, M = 4`` (empty: no sizes)."""
+        parts = [f"all {name} >= 0" for name in self.symbolic] + [f"{n} = {v}" for n, v in sorted(self.sizes.items())]
+        return "for " + ", ".join(parts) if parts else ""
+
+    def covers(self, sizes: Mapping[str, int]) -> bool:
+        """Whether the verdicts hold wherever ``sizes`` holds: every size this report bound is fixed
+        by ``sizes`` to the same value (a symbolic size covers every value)."""
+        return all(name in sizes and sizes[name] == v for name, v in self.sizes.items())
 
     def __iter__(self) -> Iterator[Result]:
         return iter(self.results)
@@ -141,8 +159,9 @@ class Report:
             if v.witness is not None:
                 lines += [f"    {line}" for line in v.witness.lines()]
         c = self.counts()
-        lines.append(f"{c[PROVED]} proved, {c[DISPROVED]} disproved, {c[UNKNOWN]} unknown: "
-                     f"{'OK' if self.ok else 'NOT OK'}")
+        scope = self.scope()
+        lines.append(f"{c[PROVED]} proved, {c[DISPROVED]} disproved, {c[UNKNOWN]} unknown"
+                     f"{' ' + scope if scope else ''}: {'OK' if self.ok else 'NOT OK'}")
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -3,6 +3,7 @@ shared memory, barriers, launches in sequence, host loops, atomics), nvcc for sm
 emitted source, every example with a split + bind schedule against the interpreter on the host
 emulation, and the typed errors of what the backend cannot render."""
 import dataclasses
+import functools
 import os
 import re
 import shutil
@@ -22,6 +23,14 @@ from tilecert.semantics import loopir as L
 from tilecert import bf16, f32, f64, i8, i32
 from tilecert.semantics.index import IBin, IConst, ISize, IVar, ibin
 from tests.test_differential import int_ops
+
+# These tests exercise the CUDA lowering and runtime. Many of their subjects are not proved on purpose
+# (the racy and divergent variants) or not for all sizes (a GPU schedule with symbolic sizes exceeds
+# the grid limits at huge sizes: hardware_limits is disproved), so the gate is opened explicitly and
+# the differential reports are asserted to agree with the specification (``agreed``), not ``matched``.
+emit = functools.partial(tc.emit, allow_unproved=True)
+compile_unproved = functools.partial(tc.compile, allow_unproved=True)
+differential = functools.partial(tc.differential, allow_unproved=True)
 
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not installed: emitted CUDA cannot be compiled here")
@@ -141,13 +150,13 @@ def example_schedule(name):
 # ----------------------------------------------------------------------------- every emitted source, compiled once
 def sources():
     """Every source these tests emit, by name (the examples with their GPU schedules included)."""
-    out = {f"{name}_{variant}": tc.emit(make(variant), target="cuda")
+    out = {f"{name}_{variant}": emit(make(variant), target="cuda")
            for name, make in cases.PROGRAMS.items() for variant in cases.VARIANTS}
-    out.update({f"example_{name}": tc.emit(example_schedule(name), target="cuda") for name in EXAMPLES})
-    out.update({name: tc.emit(cases.gpu_schedule(k), target="cuda") for name, k in DTYPE_KERNELS.items()})
-    out.update(transpose=tc.emit(transpose_schedule(), target="cuda"), rotate_steps=tc.emit(rotate_steps(), target="cuda"),
-               atomic_sum=tc.emit(atomic_sum(), target="cuda"), shadow_barrier=tc.emit(shadow_barrier(), target="cuda"),
-               row_reverse=tc.emit(row_reverse(), target="cuda"))
+    out.update({f"example_{name}": emit(example_schedule(name), target="cuda") for name in EXAMPLES})
+    out.update({name: emit(cases.gpu_schedule(k), target="cuda") for name, k in DTYPE_KERNELS.items()})
+    out.update(transpose=emit(transpose_schedule(), target="cuda"), rotate_steps=emit(rotate_steps(), target="cuda"),
+               atomic_sum=emit(atomic_sum(), target="cuda"), shadow_barrier=emit(shadow_barrier(), target="cuda"),
+               row_reverse=emit(row_reverse(), target="cuda"))
     return out
 
 
@@ -155,8 +164,8 @@ def sources():
 def emitted():
     srcs = sources()
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:  # warm the build caches in parallel
-        builds = [pool.submit(tc.compile, example_schedule(name), target="cuda-host") for name in EXAMPLES]
-        builds += [pool.submit(tc.compile, p, target="cuda-host")
+        builds = [pool.submit(compile_unproved, example_schedule(name), target="cuda-host") for name in EXAMPLES]
+        builds += [pool.submit(compile_unproved, p, target="cuda-host")
                    for p in (rotate_steps(), atomic_sum(), shadow_barrier(), row_reverse())]
         if NVCC is not None:
             builds += [pool.submit(nvcc_check, src) for src in srcs.values()]
@@ -191,8 +200,9 @@ def test_grid_and_block_loops_map_to_blockidx_and_threadidx_by_slot(emitted):
     assert "if (r4 < tc_min(3, (7 - (i1 * 3)))) {" in kernel and "if (r5 < tc_min(4, (10 - (i0 * 4)))) {" in kernel
     # the tile's zero fill, its load, and its transposed read are phases: barriers between them
     assert kernel.count("__syncthreads();  /* placed: orders the phases before and after */") == 2
-    assert "translation validation: all obligations proved" in src
-    assert tc.emit(transpose_schedule(), target="cuda-host") == src
+    assert "/* translation validation of the lowering: all obligations proved */" in src
+    assert "NOT PROVED" not in src and " 0 disproved, 0 unknown for M = 10, N = 7 */" in src
+    assert emit(transpose_schedule(), target="cuda-host") == src
 
 
 def test_stated_barriers_stay_in_place_and_thread_loops_with_barriers_run_on_every_thread(emitted):
@@ -229,12 +239,13 @@ def test_threads_past_a_short_loop_follow_it_to_its_barriers(emitted):
     assert "const bool a1 = r1 < 8;" in src and "const int64_t i1 = a1 ? r1 : 0;" in src and "b[3] = {16, 1, 1}" in src
     assert re.search(r"if \(a1\) \{\n\s+/\* S0 at line 0 \*/", src)  # only real iterations write
     x = np.arange(1, 21, dtype=np.int32)
-    out = tc.compile(shadow_barrier(), target="cuda-host")(X=x, Y=np.zeros(20, np.int32), W=np.zeros(40, np.int32))
+    out = compile_unproved(shadow_barrier(), target="cuda-host")(X=x, Y=np.zeros(20, np.int32),
+                                                                 W=np.zeros(40, np.int32))
     padded = np.concatenate([x, np.zeros(4, np.int32)])
     assert np.array_equal(out["Y"], padded.reshape(3, 8)[:, ::-1].ravel()[:20])
     assert np.array_equal(out["W"], [padded[k // 16 * 8 + k % 8] for k in range(40)])
-    report = tc.differential(shadow_barrier(), target="cuda-host", trials=3)
-    assert report.matched, str(report)
+    report = differential(shadow_barrier(), target="cuda-host", trials=3)
+    assert report.agreed, str(report)
 
 
 def test_phases_inside_a_thread_loop_use_per_coordinate_shared_copies(emitted):
@@ -243,8 +254,8 @@ def test_phases_inside_a_thread_loop_use_per_coordinate_shared_copies(emitted):
     assert "int32_t *const b1_s = b1_s_s + (int64_t)threadIdx.y * 4;" in src
     assert "for (int64_t z = (int64_t)threadIdx.x; z < 4; z += (int64_t)blockDim.x) b1_s[z] = 0;" in src
     assert src.count("placed: orders the phases") == 2  # zero fill | row load | reversed store (Z is apart)
-    report = tc.differential(row_reverse(), target="cuda-host", trials=4, seed=5)
-    assert report.matched and all(t.outcome == "match" for t in report.trials), str(report)
+    report = differential(row_reverse(), target="cuda-host", trials=4, seed=5)
+    assert report.agreed and all(t.outcome == "match" for t in report.trials), str(report)
 
 
 def test_phases_that_need_a_grid_wide_order_are_launches_in_sequence_inside_host_loops(emitted):
@@ -253,10 +264,10 @@ def test_phases_that_need_a_grid_wide_order_are_launches_in_sequence_inside_host
     assert "for (int64_t i0 = 0; i0 < S1_T; ++i0) {  /* t: serial, host loop */" in launcher
     assert launcher.index("TC_LAUNCH(tc_k0_rotate_steps") < launcher.index("TC_LAUNCH(tc_k1_rotate_steps")
     assert "int64_t S0_N, int64_t S1_T, int64_t i0, int *err)" in src  # the host variable is a kernel parameter
-    report = tc.differential(rotate_steps(), target="cuda-host", trials=4, seed=1)
-    assert report.matched, str(report)
+    report = differential(rotate_steps(), target="cuda-host", trials=4, seed=1)
+    assert report.agreed, str(report)
     y = np.arange(5, dtype=np.int32)
-    out = tc.compile(rotate_steps(), target="cuda-host")(Y=y, Z=np.zeros(5, np.int32), S=np.zeros(3, np.int32))
+    out = compile_unproved(rotate_steps(), target="cuda-host")(Y=y, Z=np.zeros(5, np.int32), S=np.zeros(3, np.int32))
     want = y.copy()
     for _ in range(3):
         want = want + want[::-1]
@@ -267,10 +278,10 @@ def test_grid_bound_reductions_update_with_compare_and_swap(emitted):
     assert "tc_atomic_update(&T1_Y[0], [&](int32_t tc_c) { return (int32_t)tc_add_i32(tc_c, tc_v); });" \
         in emitted["atomic_sum"]
     x = np.arange(-20, 57, dtype=np.int32)
-    out = tc.compile(atomic_sum(), target="cuda-host")(X=x, Y=np.zeros(1, np.int32))
+    out = compile_unproved(atomic_sum(), target="cuda-host")(X=x, Y=np.zeros(1, np.int32))
     assert out["Y"][0] == x.sum()
     with pytest.raises(CudaUnsupported, match="compare-and-swap needs 4 or 8 bytes") as info:
-        tc.emit(atomic_sum("i8"), target="cuda")
+        emit(atomic_sum("i8"), target="cuda")
     assert info.value.hint
 
 
@@ -280,12 +291,12 @@ def test_dsl_names_cannot_inject_code():
     evil = 'A*/ int x; /*"\nsystem("rm")'
     p = dataclasses.replace(p, name='k"; abort(); //', tensors=(dataclasses.replace(p.tensors[0], name=evil),)
                             + p.tensors[1:], body=_rename(p.body, "A", evil))
-    src = tc.emit(p, target="cuda")
+    src = emit(p, target="cuda")
     assert all(c.count("/*") == 1 and c.endswith("*/") for c in re.findall(r"/\*.*?\*/", src))
     code = re.sub(r"/\*.*?\*/", "", src)  # what is not a comment: the names are reduced to identifiers
     assert "system(" not in code and "abort()" not in code and 'x; /*"' not in code
     a = np.arange(12, dtype=np.float32).reshape(4, 3)
-    out = tc.compile(p, target="cuda-host")(**{evil: a, "B": np.zeros((3, 4), np.float32)})
+    out = compile_unproved(p, target="cuda-host")(**{evil: a, "B": np.zeros((3, 4), np.float32)})
     assert np.array_equal(out["B"], a.T)
 
 
@@ -309,8 +320,8 @@ def test_every_example_with_grid_and_block_bindings_matches_the_interpreter(emit
     bindings = {lp.binding for lp in L.loops(s.program.body)}
     assert bindings & {"grid0", "grid1"}
     assert any(op == "split" for op, _ in s.history) and any(op == "bind" for op, _ in s.history)
-    report = tc.differential(s, target="cuda-host", trials=2)
-    assert report.matched, str(report)
+    report = differential(s, target="cuda-host", trials=2)
+    assert report.agreed, str(report)
     assert all(t.outcome == "match" for t in report.trials)
 
 
@@ -320,18 +331,18 @@ LONG = [pytest.mark.slow, pytest.mark.skipif(not FULL, reason="a long campaign: 
 
 @pytest.mark.parametrize("name", [n if n == "all_regions" else pytest.param(n, marks=LONG) for n in sorted(EXAMPLES)])
 def test_placed_barriers_leave_no_race_for_thread_sanitizer(name):
-    report = tc.differential(example_schedule(name), target="cuda-host", trials=1, sanitize=True)
-    assert report.matched, str(report)
+    report = differential(example_schedule(name), target="cuda-host", trials=1, sanitize=True)
+    assert report.agreed, str(report)
 
 
 @pytest.mark.parametrize("name", sorted(DTYPE_KERNELS))
 def test_every_dtype_but_f16_computes_like_the_interpreter(name):
-    report = tc.differential(cases.gpu_schedule(DTYPE_KERNELS[name]), target="cuda-host", trials=3, sizes={"N": 23})
-    assert report.matched and all(t.outcome == "match" for t in report.trials), str(report)
+    report = differential(cases.gpu_schedule(DTYPE_KERNELS[name]), target="cuda-host", trials=3, sizes={"N": 23})
+    assert report.agreed and all(t.outcome == "match" for t in report.trials), str(report)
 
 
 def test_compiled_kernels_check_inputs_like_the_c_backend():
-    k = tc.compile(example_schedule("gemm_i32"), target="cuda-host")
+    k = compile_unproved(example_schedule("gemm_i32"), target="cuda-host")
     assert isinstance(k, CudaKernel) and repr(k) == "<tilecert cuda-host kernel gemm_i32>"
     with pytest.raises(tc.InputError, match="dtype float64") as info:
         k(A=np.zeros((4, 6)), B=np.zeros((6, 5), np.int32), C=np.zeros((4, 5), np.int32))
@@ -344,7 +355,7 @@ def test_compiled_kernels_check_inputs_like_the_c_backend():
 # ----------------------------------------------------------------------------- what the backend refuses
 def _raises(p, match, reason="unsupported"):
     with pytest.raises(CudaUnsupported, match=match) as info:
-        tc.emit(p, target="cuda")
+        emit(p, target="cuda")
     assert info.value.hint and info.value.reason == reason
     return info.value
 
@@ -392,7 +403,7 @@ def test_the_gpu_target_needs_a_gpu_and_other_targets_are_unknown(capsys):
     s = transpose_schedule(4, 3)
     if not gpu_present():
         with pytest.raises(NoDevice, match="needs a CUDA GPU") as info:
-            tc.compile(s, target="cuda")
+            compile_unproved(s, target="cuda")
         assert "cuda-host" in info.value.hint
     with pytest.raises(UnknownTarget, match="unknown target 'cuda-emu'"):
-        tc.emit(s, target="cuda-emu")
+        emit(s, target="cuda-emu")

@@ -9,6 +9,7 @@ a thread that never arrives (timeout), block and warp barriers waiting on each o
 (deadlock), launch limits. ``tilecert gpu-suite`` writes a folder whose runner passes, with a
 stand-in ``nvcc`` that builds against the emulation.
 """
+import functools
 import json
 import os
 import re
@@ -32,6 +33,13 @@ from tilecert.cli import main
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
 from tilecert.semantics.index import IBin, IConst, ISize, IVar
+
+# These tests exercise the CUDA lowering and runtime. Many of their subjects are not proved on purpose
+# (the racy and divergent variants) or not for all sizes (a GPU schedule with symbolic sizes exceeds
+# the grid limits at huge sizes: hardware_limits is disproved), so the gate is opened explicitly and
+# the differential reports are asserted to agree with the specification (``agreed``), not ``matched``.
+compile_unproved = functools.partial(tc.compile, allow_unproved=True)
+differential = functools.partial(tc.differential, allow_unproved=True)
 
 ROOT = Path(__file__).resolve().parents[1]
 RNG = np.random.default_rng(7)
@@ -60,7 +68,7 @@ def prebuilt():
     builds = (("ok", False), ("ok", True), ("racy", True), ("divergent", False))
     jobs = [(cases.PROGRAMS[name](variant), sanitize) for name in cases.PROGRAMS for variant, sanitize in builds]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        for f in [pool.submit(tc.compile, p, target="cuda-host", sanitize=san) for p, san in jobs]:
+        for f in [pool.submit(compile_unproved, p, target="cuda-host", sanitize=san) for p, san in jobs]:
             f.result()
 
 
@@ -69,24 +77,24 @@ def prebuilt():
 def test_shared_memory_programs_match_the_interpreter_exactly(name):
     p = cases.PROGRAMS[name]("ok")
     args, want = inputs(name)
-    got = tc.compile(p, target="cuda-host")(**args)
+    got = compile_unproved(p, target="cuda-host")(**args)
     ref = tc.run(p, **args)
     for out, value in want.items():
         assert np.array_equal(got[out], value) and np.array_equal(ref[out], value)
-    report = tc.differential(p, target="cuda-host", trials=4, seed=3)
-    assert report.matched and all(t.outcome == "match" for t in report.trials), str(report)
+    report = differential(p, target="cuda-host", trials=4, seed=3)
+    assert report.agreed and all(t.outcome == "match" for t in report.trials), str(report)
 
 
 @pytest.mark.parametrize("name", sorted(cases.PROGRAMS))
 def test_thread_sanitizer_reports_the_missing_barrier_and_passes_the_barrier_version(name):
     args, want = inputs(name)
-    clean = tc.compile(cases.PROGRAMS[name]("ok"), target="cuda-host", sanitize=True)(**args)
+    clean = compile_unproved(cases.PROGRAMS[name]("ok"), target="cuda-host", sanitize=True)(**args)
     assert all(np.array_equal(clean[out], value) for out, value in want.items())
     racy = cases.PROGRAMS[name]("racy")
     with pytest.raises(tc.NoninterferenceError, match=r"both access (s|tile)\["):
         tc.run(racy, **args)  # the interpreter runs bound loops concurrently: checked mode sees the race too
     with pytest.raises(SanitizerError, match="reports a data race") as info:
-        tc.compile(racy, target="cuda-host", sanitize=True)(**args)
+        compile_unproved(racy, target="cuda-host", sanitize=True)(**args)
     assert "WARNING: ThreadSanitizer: data race" in info.value.message and "tc_k0_" in info.value.message
     assert info.value.hint
 
@@ -106,12 +114,12 @@ def test_divergent_barriers_are_reported_naming_the_threads_as_by_the_interprete
     with pytest.raises(tc.ExecutionError, match=r"barrier reached by participants \([\w., ]+\) = \[\(0") as interp:
         tc.run(p, **args)
     with pytest.raises(BarrierError, match="barrier divergence in block") as emu:
-        tc.compile(p, target="cuda-host")(**args)
+        compile_unproved(p, target="cuda-host")(**args)
     message = emu.value.message
     assert re.search(reached, message) and re.search(missed, message), message  # whichever warp is caught first
     assert isinstance(emu.value, tc.ExecutionError) and emu.value.hint and interp.value.hint
-    report = tc.differential(p, target="cuda-host", trials=2)
-    assert report.matched and {t.outcome for t in report.trials} == {"both rejected"}
+    report = differential(p, target="cuda-host", trials=2)
+    assert report.agreed and {t.outcome for t in report.trials} == {"both rejected"}
 
 
 def test_a_barrier_skipped_by_some_threads_of_a_2d_block_is_divergence_naming_them():
@@ -124,7 +132,7 @@ def test_a_barrier_skipped_by_some_threads_of_a_2d_block_is_divergence_naming_th
     p = ir.Program("corner", ("N",), (ir.TensorDecl("Y", "i32", (ir.Dim(0, "N"),), (ISize("N"),), True),),
                    ir.Block((), (nest,)))
     with pytest.raises(BarrierError) as info:
-        tc.compile(p, target="cuda-host")(Y=np.zeros(8, np.int32))
+        compile_unproved(p, target="cuda-host")(Y=np.zeros(8, np.int32))
     assert "2 threads (2,1,0) (3,1,0) exited the kernel without reaching it" in info.value.message
     assert "6 threads (0,0,0) (1,0,0) (2,0,0) (3,0,0) (0,1,0) (1,1,0) waiting at __syncthreads()" in info.value.message
 

@@ -116,7 +116,14 @@ def _campaign_cases():
 
 
 def _check(s, **kw):
-    return tc.differential(s, **kw)
+    """A campaign case's differential, the gate opened explicitly: random schedules need not be proved."""
+    return tc.differential(s, allow_unproved=True, **kw)
+
+
+def _wrong(report):
+    """A proved case that does not agree with the specification. An unproved one is run but not judged: a
+    racy schedule's compiled result depends on timing, and its scheduled program runs bound loops in turn."""
+    return report.proved and report.failed
 
 
 @settings(max_examples=200 if FULL else 10, deadline=None, database=None,
@@ -124,7 +131,7 @@ def _check(s, **kw):
 @given(_campaign_cases())
 def test_random_kernels_with_random_schedules_match(case):
     report = replay(case, strategies.kernel_from_source, _check, trials=1)
-    assert not report.failed, case.to_json(report)
+    assert not _wrong(report), case.to_json(report)
 
 
 @pytest.mark.slow
@@ -132,7 +139,7 @@ def test_longer_campaign_writes_replayable_failures(tmp_path):
     results = []
     campaign(_campaign_cases(), 60 if FULL else 6, 11, lambda c: replay(c, strategies.kernel_from_source, _check),
              tmp_path, lambda n, case, report, path: results.append((report, path)))
-    assert results and not [r for r, _ in results if r.failed]
+    assert results and not [r for r, _ in results if _wrong(r)]
 
 
 def test_fuzz_case_files_replay_through_the_cli(tmp_path, capsys):
@@ -170,3 +177,74 @@ def test_sizes_that_no_tensor_carries_are_drawn_and_passed_to_both_sides():
     report = tc.differential(p, target="c", trials=3, seed=1)
     assert report.matched, str(report)
     assert all("S" in t.sizes for t in report.trials)
+
+
+# ----------------------------------------------------------------------------- three-way comparison, mutant backends
+def _proved_gemm():
+    s = tc.schedule(EXAMPLES["gemm_i32"].kernel, M=6, N=5, K=9)
+    s.split("nest.0", 2)
+    s.bind("nest.0.o", "grid0")
+    return s
+
+
+def _mutants(k):
+    def one_cell_off(**a):
+        out = k(**a)
+        out["C"][-1, -1] += 1
+        return out
+
+    def negated(**a):
+        return {"C": -k(**a)["C"]}
+
+    def untouched(**a):  # never runs the kernel: the output is the input
+        return {"C": a["C"].copy()}
+
+    def last_row_dropped(**a):
+        out = k(**a)
+        out["C"][-1] = a["C"][-1]
+        return out
+
+    def rejects(**a):
+        raise tc.ExecutionError("refused by this backend", hint="none")
+
+    return [one_cell_off, negated, untouched, last_row_dropped, rejects]
+
+
+def test_mutant_backends_are_caught_and_blamed_on_the_lowering():
+    s = _proved_gemm()
+    k = tc.compile(s)
+    assert tc.differential(s, backend=k, trials=3).matched  # the compiled kernel itself, as a callable
+    numpy_backend = lambda A, B, C: {"C": (A.astype(np.int64) @ B).astype(np.int32)}  # noqa: E731
+    report = tc.differential(s, backend=numpy_backend, trials=3)
+    assert report.matched and report.target == "backend <lambda>", str(report)
+    for mutant in _mutants(k):
+        report = tc.differential(s, backend=mutant, trials=3)
+        assert report.failed and not report.matched and not report.agreed, mutant.__name__
+        assert report.broken_links == ("lowering",), (mutant.__name__, str(report))
+        first = report.trials[0]
+        if mutant.__name__ == "rejects":
+            assert first.outcome == "backend error" and "only the backend raises" in first.broken[0].detail
+        else:
+            assert first.outcome == "mismatch" and first.mismatch.labels == ("spec", "backend")
+            assert first.broken[0].mismatch.labels == ("scheduled", "backend")
+    with pytest.raises(tc.InputError, match="backend must be callable"):
+        tc.differential(s, backend="c")
+
+
+def test_trials_vary_the_order_of_both_interpreters():
+    report = tc.differential(_proved_gemm(), trials=5)
+    assert [t.order for t in report.trials] == ["canonical", "reverse", "shuffle", "canonical", "reverse"]
+    assert report.matched, str(report)
+
+
+def test_the_shift_swap_breaks_the_transform_link_whatever_the_backend():
+    from examples.shift import shift, shift_swapped
+    s = shift_swapped()
+    spec = lambda **a: tc.run(shift, **a)  # noqa: E731  a backend that computes the specification
+    report = tc.differential(s, backend=spec, trials=3, allow_unproved=True)
+    assert report.agreed and not report.matched and report.label == "UNPROVED"  # agrees, yet no certificate
+    assert report.broken_links == ("transform", "lowering")
+    report = tc.differential(s, trials=3, allow_unproved=True)  # the C backend implements the swapped order
+    assert report.failed and report.broken_links == ("transform",)
+    cell = report.trials[0].broken[0].mismatch
+    assert cell.tensor == "B" and cell.labels == ("spec", "scheduled") and cell.interp != cell.backend

@@ -30,7 +30,7 @@ from tilecert.semantics.tensors import memory
 from tilecert.semantics.tileops import (abs, cast, dims, exp, full, iota, log, matmul, maximum, minimum, mma,
                                         reduce, reshape, sqrt, tanh, where, zeros)
 from tilecert.semantics.values import cdiv
-from tilecert.checker import check
+from tilecert.checker import UnprovedScheduleError, check
 from tilecert.backends import DiffReport, compile, differential, emit
 
 Program = ir.Program
@@ -89,6 +89,6 @@ __all__ = [
     "mma", "matmul", "reshape",
     "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "bool_", "DType",
     "TilecertError", "CaptureError", "TypeMismatch", "InputError", "ExecutionError", "NoninterferenceError",
-    "SerializationError", "ScheduleError", "ResourceError", "TilecertWarning", "check",
+    "SerializationError", "ScheduleError", "UnprovedScheduleError", "ResourceError", "TilecertWarning", "check",
     "compile", "emit", "differential", "DiffReport",
 ]

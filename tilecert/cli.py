@@ -1,6 +1,8 @@
 """The ``tilecert`` command line: ``demo``, ``ir``, ``emit``, ``diff``, ``fuzz``, ``check`` and ``gpu-suite``.
 
-Exit status 0 only when everything asked for matched.
+Exit status 0 only when everything asked for was proved and matched; 1 when something was not
+(``emit`` / ``diff`` / ``gpu-suite`` of an unproved schedule without ``--allow-unproved``, a
+mismatch, or a report that is not a certificate); 2 for any other error.
 """
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from types import ModuleType
 
 
 import tilecert as tc
-from tilecert.backends import resolve
+from tilecert.backends import resolve, subject
+from tilecert.checker.gate import require
 from tilecert.lowering import format_lowered, lower
 
 REPO = Path(__file__).resolve().parents[1]
@@ -80,13 +83,18 @@ def targets_in(args: argparse.Namespace) -> list:
 
 
 def cmd_emit(args: argparse.Namespace) -> int:
+    """Print each target's source (or lowering); 1 when some was not proved (``--allow-unproved``)."""
+    ok = True
     for obj in targets_in(args):
+        s = subject(obj, {})
+        proof = require(s, allow_unproved=args.allow_unproved, action="emit")
+        ok = ok and proof.ok
         if args.lowered:
-            program, sizes = resolve(obj, {})
-            print(format_lowered(lower(program, sizes)))
+            print("\n".join(f"# {line}" for line in proof.lines()))
+            print(format_lowered(lower(*resolve(s, {}))))
         else:
-            print(tc.emit(obj, target=args.target))
-    return 0
+            print(tc.emit(s, target=args.target, allow_unproved=args.allow_unproved))
+    return 0 if ok else 1
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -94,13 +102,15 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from tilecert.strategies import kernel_from_source
     if args.file.endswith(".json"):
         case = FuzzCase.from_json(existing_file(Path(args.file), "a fuzz case .json").read_text())
-        check = lambda s, **kw: tc.differential(s, target=args.target, sanitize=args.sanitize, **kw)  # noqa: E731
+        check = lambda s, **kw: tc.differential(s, target=args.target, sanitize=args.sanitize,  # noqa: E731
+                                                allow_unproved=args.allow_unproved, **kw)
         reports = [replay(case, kernel_from_source, check, trials=args.trials)]
     else:
         reports = [tc.differential(obj, target=args.target, trials=args.trials, seed=args.seed,
-                                   sanitize=args.sanitize) for obj in targets_in(args)]
+                                   sanitize=args.sanitize, allow_unproved=args.allow_unproved)
+                   for obj in targets_in(args)]
     for report in reports:
-        print(("MATCH     " if report.matched else "MISMATCH  ") + str(report))
+        print(report.label.ljust(10) + str(report))
         for trial in report.trials if args.verbose else ():
             print(f"  {trial}")
     return 0 if all(r.matched for r in reports) else 1
@@ -129,12 +139,13 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
 
     def run(case):
-        check = lambda s, **kw: tc.differential(s, target=args.target, **kw)  # noqa: E731
+        check = lambda s, **kw: tc.differential(s, target=args.target, allow_unproved=args.allow_unproved,  # noqa: E731
+                                                **kw)
         return replay(case, strategies.kernel_from_source, check, trials=args.trials)
 
     def on_result(done, case, report, path):
-        outcome = "failed" if report.failed else ("matched" if report.matched else report.trials[0].outcome
-                                                  if len(report.trials) == 1 else "invalid")
+        outcome = "failed" if report.failed else "matched" if report.matched else "unproved" if report.agreed \
+            else report.trials[0].outcome if len(report.trials) == 1 else "invalid"
         counts[outcome] = counts.get(outcome, 0) + 1
         summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
         print(f"\r[{done}/{args.cases}] {summary} ({time.perf_counter() - t0:.0f} s)", end="", flush=True)
@@ -163,10 +174,14 @@ def example_kernels() -> dict[str, tc.Kernel]:
 def cmd_gpu_suite(args: argparse.Namespace) -> int:
     from tilecert.backends.cuda.suite import default_cases, write_suite
     folder = Path(args.dir)
-    names = write_suite(folder, default_cases(example_kernels(), args.case), seed=args.seed)
+    names = write_suite(folder, default_cases(example_kernels(), args.case), seed=args.seed,
+                        allow_unproved=args.allow_unproved)
     print(f"wrote {len(names)} cases to {folder}: {', '.join(names)}")
     print(f"on a machine with a GPU, nvcc and numpy: python3 {folder / 'run.py'}  (see {folder / 'README.md'})")
     return 0
+
+
+UNPROVED_HELP = "go on when the checker does not prove every obligation (the output is marked NOT PROVED)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         cmd.add_argument("--target", default="c")
         cmd.add_argument("--kernel", help="only this kernel or schedule")
         cmd.add_argument("--size", action="append", metavar="NAME=INT", help="bind a size (repeatable)")
+        cmd.add_argument("--allow-unproved", action="store_true", help=UNPROVED_HELP)
         if name == "emit":
             cmd.add_argument("--lowered", action="store_true", help="print the lowered loop program instead")
         else:
@@ -209,17 +225,20 @@ def main(argv: list[str] | None = None) -> int:
     fuzz.add_argument("--trials", type=int, default=2, help="random inputs per case")
     fuzz.add_argument("--max-ops", type=int, default=4, help="schedule ops per case")
     fuzz.add_argument("--out", default="fuzz-failures", help="where failing cases are written")
+    fuzz.add_argument("--allow-unproved", action="store_true", help="also compare the cases the checker does not "
+                      "prove (else they count as unproved and are not run)")
     suite = sub.add_parser("gpu-suite", help="write CUDA kernels, inputs and expected outputs for a GPU machine")
     suite.add_argument("dir", help="the folder to write (created)")
     suite.add_argument("--seed", type=int, default=0)
     suite.add_argument("--case", action="append", metavar="NAME", help="only this case (repeatable)")
+    suite.add_argument("--allow-unproved", action="store_true", help=UNPROVED_HELP)
     args = parser.parse_args(argv)
     try:
         return {"demo": cmd_demo, "ir": cmd_ir, "emit": cmd_emit, "diff": cmd_diff, "fuzz": cmd_fuzz,
                 "check": cmd_check, "gpu-suite": cmd_gpu_suite}[args.cmd](args)
     except tc.TilecertError as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return 1 if isinstance(err, tc.UnprovedScheduleError) else 2
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ def run_demo(n: int, seed: int, out: Callable[[str], None] = print) -> int:
     body = source[source.find("void tc_kernel"):] if "void tc_kernel" in source else source
     out("\n".join(body.splitlines()[:24]) + "\n  ...")
 
-    out("\n== 6. the differential harness: interpreter against the compiled C")
+    out("\n== 6. the differential harness: the specification, the scheduled program, the compiled C")
     diff = tc.differential(s, target="c", trials=5, seed=seed)
     out(f"  {diff}")
     ok &= diff.matched

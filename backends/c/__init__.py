@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from tilecert.checker.gate import Proof
 from tilecert.lowering import Lowered, Validation, ValidationError, lower, validate
 from tilecert.semantics import ir
 
@@ -28,17 +29,26 @@ def status(validation: Validation) -> str:
         f"{len(validation.failures())} obligations not proved for all sizes: validated per call for concrete sizes"
 
 
-def emit(program: ir.Program, sizes: Mapping[str, int]) -> str:
-    """Validated C source for ``program`` with ``sizes`` compiled in."""
-    lp, validation = validated(program, sizes)
-    return c_comment(f"tilecert C backend: kernel {lp.name}; translation validation: {status(validation)}") + "\n" \
-        + emit_c(lp)
+def header(backend: str, lp: Lowered, proof: Proof, validation: Validation) -> str:
+    """The comment block every emitted source starts with: what the checker proved of the schedule
+    (``Proof.lines``: counts, then a ``NOT PROVED`` line per open obligation) and, separately, what
+    translation validation proved of the lowering. Every line goes through ``c_comment``."""
+    lines = [f"tilecert {backend} backend: kernel {lp.name}"] + proof.lines() + \
+        [f"translation validation of the lowering: {status(validation)}"]
+    return "".join(c_comment(line) + "\n" for line in lines)
 
 
-def compile_c(program: ir.Program, sizes: Mapping[str, int], sanitize: bool = False) -> CKernel:
-    """Lower, validate, emit, build (cached) and load ``program`` with ``sizes`` compiled in."""
+def emit(program: ir.Program, sizes: Mapping[str, int], proof: Proof) -> str:
+    """Validated C source for ``program`` with ``sizes`` compiled in, headed by ``header``."""
     lp, validation = validated(program, sizes)
-    source = emit_c(lp)
+    return header("C", lp, proof, validation) + emit_c(lp)
+
+
+def compile_c(program: ir.Program, sizes: Mapping[str, int], proof: Proof, sanitize: bool = False) -> CKernel:
+    """Lower, validate, emit (headed by ``header``), build (cached) and load ``program`` with ``sizes``
+    compiled in."""
+    lp, validation = validated(program, sizes)
+    source = header("C", lp, proof, validation) + emit_c(lp)
     flags = build.SANITIZE_FLAGS if sanitize else build.FLAGS
     if sanitize:
         source += "\n" + standalone_main(lp)
@@ -46,4 +56,4 @@ def compile_c(program: ir.Program, sizes: Mapping[str, int], sanitize: bool = Fa
     return CKernel(program, lp, validation, source, binary, sanitize)
 
 
-__all__ = ["emit", "compile_c", "CKernel"]
+__all__ = ["emit", "compile_c", "header", "CKernel"]

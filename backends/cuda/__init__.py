@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from tilecert.checker.gate import Proof
 from tilecert.lowering import Lowered, Validation
 from tilecert.semantics import ir
 
-from ..c import status, validated
+from ..c import header, validated
 from ..c.emit import standalone_main
 from .build import build_executable, gpu_present, nvcc_check
 from .emit import emit_cuda
@@ -18,22 +19,22 @@ from .runner import CudaKernel
 CUDA_TARGETS = ("cuda", "cuda-host")
 
 
-def lowered(program: ir.Program, sizes: Mapping[str, int]) -> tuple[Lowered, Validation, str]:
-    """The lowering (participants as threads), its validation and the CUDA source."""
+def lowered(program: ir.Program, sizes: Mapping[str, int], proof: Proof) -> tuple[Lowered, Validation, str]:
+    """The lowering (participants as threads), its validation and the CUDA source (headed by ``header``)."""
     lp, validation = validated(program, sizes, threads=True)
-    return lp, validation, emit_cuda(lp, status(validation))
+    return lp, validation, emit_cuda(lp, header("CUDA", lp, proof, validation))
 
 
-def emit(program: ir.Program, sizes: Mapping[str, int]) -> str:
+def emit(program: ir.Program, sizes: Mapping[str, int], proof: Proof) -> str:
     """Validated CUDA source for ``program`` with ``sizes`` compiled in."""
-    return lowered(program, sizes)[2]
+    return lowered(program, sizes, proof)[2]
 
 
-def compile_cuda(program: ir.Program, sizes: Mapping[str, int], target: str = "cuda-host",
+def compile_cuda(program: ir.Program, sizes: Mapping[str, int], proof: Proof, target: str = "cuda-host",
                  sanitize: bool = False) -> CudaKernel:
     """Lower, validate, emit and build ``program`` for ``target`` (``cuda-host``: the emulation, with
     ThreadSanitizer when ``sanitize``; ``cuda``: this machine's GPU)."""
-    lp, validation, source = lowered(program, sizes)
+    lp, validation, source = lowered(program, sizes, proof)
     source += "\n" + standalone_main(lp)
     binary = build_executable(source, target, sanitize)
     return CudaKernel(program, lp, validation, source, binary, target, sanitize)

@@ -365,7 +365,7 @@ class CudaEmitter(Emitter):
         self.emit("}", depth + 1)
         self.emit("}", depth)
 
-    def source(self, note: str) -> str:
+    def source(self, header: str) -> str:
         unsupported = [t.name for t in self.lp.tensors if t.dtype == "f16"] + \
             [n.buf for n in walk(self.lp.body) if isinstance(n, Alloc) and n.dtype == "f16"]
         if unsupported or any(_has_f16(n) for n in walk(self.lp.body)):
@@ -401,8 +401,7 @@ class CudaEmitter(Emitter):
         launcher = [c_comment(f"host launcher of {self.lp.name}"), f"void tc_kernel({', '.join(params)})", "{"]
         launcher += [f"    (void){self.sizes[s]};" for s in self.lp.sizes]
         launcher += ["    *err = 0;", "    auto run = [&]() -> int {"] + self.lines + ["    };", "    run();", "}", ""]
-        head = [c_comment(f"tilecert CUDA backend: kernel {self.lp.name}; translation validation: {note}"),
-                _HEAD, prelude("static __host__ __device__ inline"),
+        head = [header + _HEAD, prelude("static __host__ __device__ inline"),
                 _RUNTIME % {"cuda": ERR_CUDA, "geometry": ERR_GEOMETRY, "threads": self.target.max_threads_per_block,
                             **dict(zip(("gx", "gy", "gz"), self.target.max_grid)),
                             **dict(zip(("bx", "by", "bz"), self.target.max_block))}]
@@ -424,6 +423,7 @@ def _has_f16(node: Node) -> bool:
     return walk_expr(node.value)
 
 
-def emit_cuda(lp: Lowered, note: str, target: Target = DEFAULT_TARGET) -> str:
-    """The CUDA source of lowered program ``lp`` for ``target`` (``note``: the translation validation's status)."""
-    return CudaEmitter(lp, target).source(note)
+def emit_cuda(lp: Lowered, header: str, target: Target = DEFAULT_TARGET) -> str:
+    """The CUDA source of lowered program ``lp`` for ``target``, after ``header`` (the comment block of
+    what was proved)."""
+    return CudaEmitter(lp, target).source(header)

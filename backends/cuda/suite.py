@@ -14,6 +14,11 @@ demos) is written to ``case-<k>`` (``k``: its position in the suite). ``DIR/run.
 Cases: the shared-memory programs of ``cases`` (``ok`` variants) at sizes that give several
 blocks and partial tiles, and the given kernels with ``cases.gpu_schedule``, their symbolic
 sizes drawn in ``[5, 30]`` (redrawn when the interpreter rejects the inputs).
+
+Each case passes the gate first (``checker/gate.py``: its schedule, or else its program, is
+checked; ``UnprovedScheduleError`` unless proved or ``allow_unproved``); each ``kernel.cu``
+starts with the verdicts and a ``NOT PROVED`` line per open obligation. A demo is buggy on
+purpose: it always goes through, marked.
 """
 from __future__ import annotations
 
@@ -26,12 +31,14 @@ from typing import Collection, Iterable, Mapping, Optional
 
 import numpy as np
 
+from tilecert.checker.gate import require
 from tilecert.lowering import ValidationError, validate
 from tilecert.semantics import ir
 from tilecert.semantics.errors import ExecutionError, InputError
 from tilecert.semantics.interp import prepare_inputs
 from tilecert.semantics.kernel import Kernel
 from tilecert.semantics.loopinterp import interpret_loops
+from tilecert.semantics.sched import Schedule
 
 from ..c.emit import standalone_main
 from ..differential import UNIT_ROUNDOFF, chain_length, random_array
@@ -53,6 +60,7 @@ class SuiteCase:
     bound: Mapping[str, int] = field(default_factory=dict)  # sizes compiled into the kernel
     sizes: Mapping[str, int] = field(default_factory=dict)  # values of the others (drawn when missing)
     demo: str = ""  # a compute-sanitizer tool that must report the case (no expected outputs)
+    schedule: Optional[Schedule] = None  # what the program was scheduled from (checked instead of the program)
 
 
 def case_names(kernels: Mapping[str, Kernel]) -> list[str]:
@@ -79,17 +87,18 @@ def default_cases(kernels: Mapping[str, Kernel], only: Optional[Collection[str]]
             out.append(SuiteCase(name, gpu_cases.PROGRAMS[program](variant), sizes=PROGRAM_SIZES[program], demo=demo))
         else:
             s = gpu_cases.gpu_schedule(kernels[name])
-            out.append(SuiteCase(name, s.program, bound=dict(s.sizes)))
+            out.append(SuiteCase(name, s.program, bound=dict(s.sizes), schedule=s))
     return out
 
 
-def write_suite(folder: Path, suite: Iterable[SuiteCase], seed: int = 0) -> list[str]:
-    """Write the suite into ``folder`` (created); the folders of the cases written, in order."""
+def write_suite(folder: Path, suite: Iterable[SuiteCase], seed: int = 0, allow_unproved: bool = False) -> list[str]:
+    """Write the suite into ``folder`` (created); the folders of the cases written, in order. Every case is gated
+    (see the module doc)."""
     folder.mkdir(parents=True, exist_ok=True)
     names: list[str] = []
     for k, case in enumerate(suite):
         name = case.name if FOLDER_NAME.fullmatch(case.name) else f"case-{k}"
-        write_case(folder / name, case, np.random.default_rng([seed, k]))
+        write_case(folder / name, case, np.random.default_rng([seed, k]), allow_unproved)
         names.append(name)
     shutil.copyfile(Path(__file__).with_name("suite_runner.py"), folder / "run.py")
     (folder / "cases.json").write_text(json.dumps([n for n in names if not n.startswith("demos/")], indent=1))
@@ -98,9 +107,9 @@ def write_suite(folder: Path, suite: Iterable[SuiteCase], seed: int = 0) -> list
     return names
 
 
-def write_case(folder: Path, case: SuiteCase, rng: np.random.Generator) -> None:
+def write_case(folder: Path, case: SuiteCase, rng: np.random.Generator, allow_unproved: bool = False) -> None:
+    """Draw the case's sizes and inputs, check it at those sizes (the gate), write its files."""
     p = case.program
-    lp, validation, source = lowered(p, case.bound)
     for _ in range(REDRAWS):
         sizes = {s: int(case.bound.get(s, case.sizes.get(s, rng.integers(*SIZE_RANGE, endpoint=True))))
                  for s in p.sizes}
@@ -111,6 +120,9 @@ def write_case(folder: Path, case: SuiteCase, rng: np.random.Generator) -> None:
     else:
         raise ExecutionError(f"the interpreter rejects {REDRAWS} random inputs of {case.name}", p.loc,
                              "give the case sizes on which the program has a meaning")
+    proof = require(case.schedule or p, sizes, allow_unproved=allow_unproved or bool(case.demo),
+                    action=f"gpu-suite case {case.name}")
+    lp, validation, source = lowered(p, case.bound, proof)
     check = validate(p, lp, sizes)
     if not check.proved:
         raise ValidationError(check, f"kernel {case.name} with sizes {sizes}")
