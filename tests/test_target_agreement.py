@@ -13,6 +13,7 @@ import tilecert as tc
 from tilecert import f32
 from tilecert.backends import cuda
 from tilecert.backends.cuda.errors import CudaUnsupported
+from tilecert.checker import Proof
 from tilecert.semantics import loopir as L
 from tilecert.semantics.bindings import Target
 from tilecert.semantics.expand import expand
@@ -28,10 +29,10 @@ SETTINGS = dict(deadline=None, derandomize=not FULL, suppress_health_check=[Heal
 LIMIT_REASONS = ("containment", "hardware_limits")
 
 
-def _refusal(s: Schedule):
-    """The backend's refusal of ``s`` (None when it emits CUDA)."""
+def _refusal(s: Schedule, report):
+    """The backend's refusal of ``s`` (None when it emits CUDA), whatever the checker's verdict."""
     try:
-        cuda.emit(s.program, s.sizes)
+        cuda.emit(s.program, s.sizes, Proof.of(report, "schedule"))
     except CudaUnsupported as e:
         return e
     return None
@@ -45,7 +46,7 @@ def _gpu_bound(s: Schedule) -> bool:
 @given(gpu_schedules())
 def test_proved_gpu_schedules_are_never_refused_for_limits_and_refusals_are_reported(s):
     report = s.check(replay=False)
-    refusal = _refusal(s)
+    refusal = _refusal(s, report)
     open_ = [r for r in report if r.kind in LIMIT_REASONS and r.status != "proved"]
     event(f"proved: {report.ok}, gpu-bound: {_gpu_bound(s)}")
     event(f"backend: {'emits' if refusal is None else refusal.reason}")
@@ -121,9 +122,9 @@ def test_emitters_render_the_target():
     s = tc.schedule(threads_2d, M=8, N=5)
     lp = lower(s.program, s.sizes, threads=True)
     small = Target(max_threads_per_block=256, max_block=(256, 256, 64), max_grid=(1000, 100, 100), warp_size=32)
-    src = cuda.emit_cuda(lp, "note", small)
+    src = cuda.emit_cuda(lp, "/* header */\n", small)
     assert "bx * by * bz > 256LL" in src and "gx > 1000LL" in src and "by > 256LL" in src
-    assert "bx * by * bz > 1024LL" in cuda.emit_cuda(lp, "note")
+    assert "bx * by * bz > 1024LL" in cuda.emit_cuda(lp, "/* header */\n")
 
 
 
