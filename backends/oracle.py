@@ -80,6 +80,7 @@ LIBRARY_ULPS = {"f16": 1.0, "bf16": 1.0, "f32": 4.0, "f64": 4.0}
 LIBRARY_FNS = ("exp", "log", "tanh")
 MONOTONE = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh}
 TREES = ("unordered_tree", "ordered_tree")
+BOUNDED = 5e-324  # the smallest bound of an element that is not compared bitwise
 C = 1.0
 RULE = ("bitwise where no tree reduction or exp/log/tanh feeds the element (NaN matches NaN); elsewhere "
         "|b - s| <= u*L*S + L*eta + A (S: sum of |contributions|, L: longest rounding chain, A: propagated "
@@ -186,7 +187,8 @@ class Shadow:
 
 
 def bound(sh: Shadow, dtype: str) -> np.ndarray:
-    """``T`` of a shadow for values of ``dtype`` (0 where the value cannot differ, inf where unbounded)."""
+    """``T`` of a shadow for values of ``dtype``: 0 where the value cannot differ (bitwise), inf where
+    unbounded, else at least ``BOUNDED`` (a tree ``max`` may differ only in the sign of a zero)."""
     dt = dtype_of(dtype)
     F = np.asarray(sh.F, bool)
     with np.errstate(all="ignore"):
@@ -201,7 +203,7 @@ def bound(sh: Shadow, dtype: str) -> np.ndarray:
             T = np.asarray(sh.A, np.float64)
             over = np.add(sh.S, sh.A) > float(np.iinfo(dt.storage).max)
             T = np.where(over | np.isnan(T), np.inf, T)
-        return np.where(F, T, 0.0)
+        return np.where(F, np.maximum(T, BOUNDED), 0.0)
 
 
 def _mag(v: Any) -> np.ndarray:
