@@ -9,7 +9,8 @@ the shadows of the written tensors decides each element's rule:
 false. ``F`` is raised by a float ``Accum`` under a tree policy (``unordered_tree`` /
 ``ordered_tree``: the specification's balanced or adversarial trees and a backend's loop
 order are different association orders; a float ``max`` / ``min`` tree may differ in the
-sign of a zero), by ``exp`` / ``log`` / ``tanh`` (library functions differ in the last
+sign of a zero) or whose contribution is a product formed in the update (the expansion of
+``mma``, which the specification contracts as one product even inside a fold), by ``exp`` / ``log`` / ``tanh`` (library functions differ in the last
 bits), and it propagates from operands to results, through stores, loads and folds. It is
 not raised by folds (``fold_left`` / ``fold_right`` fix the order, which a proved schedule
 keeps), by elementwise IEEE operations (``+ - * /``, ``sqrt``, conversions: correctly
@@ -215,6 +216,14 @@ def _f64(v: Any) -> np.ndarray:
     return np.asarray(v, np.float64)
 
 
+def reassociated(st: L.Accum, dtype: str) -> bool:
+    """Whether evaluations may associate the float updates of ``st`` differently: a tree policy, or
+    a contribution that is a product formed in the update (an ``mma``: the specification contracts
+    it as one product, in any order, whatever the enclosing region's policy)."""
+    mma = isinstance(st.value, L.Bin) and st.value.fn == "mul"
+    return dtype_of(dtype).is_float and (st.policy in TREES or mma)
+
+
 class ShadowInterpreter(LoopInterpreter):
     """The loop interpreter (unchecked) with a ``Shadow`` per buffer cell, updated beside every
     store and update by the rules of the module docstring."""
@@ -266,8 +275,7 @@ class ShadowInterpreter(LoopInterpreter):
         active, sel, sh = target
         chans = self.channels(st.buf)
         v = {ch: np.broadcast_to(getattr(sh, ch), active.shape)[active] for ch in "SACDF"}
-        is_float = dtype_of(self.dtypes[st.buf]).is_float
-        np.logical_or.at(chans["F"], sel, v["F"] | (is_float and st.policy in TREES))
+        np.logical_or.at(chans["F"], sel, v["F"] | reassociated(st, self.dtypes[st.buf]))
         if st.op == "add":
             np.add.at(chans["S"], sel, v["S"])
             np.add.at(chans["A"], sel, v["A"])

@@ -247,3 +247,27 @@ def test_compiled_c_of_a_proved_reduction_reordering_matches_the_spec():
         assert oracle.compare("C", spec["C"], got["C"]) is None
         if t % 3 != 2:
             check_caught(oracle, "C", spec["C"], -got["C"])
+
+
+@tc.kernel
+def fold_mma(A: tc.Tensor[f32, "M", "K"], B: tc.Tensor[f32, "K", "N"], C: tc.Tensor[f32, "M", "N"],
+             bm: int = 4, bn: int = 4, bk: int = 8):
+    """A strict fold over K panels whose update is an mma (each panel's contraction is a tree)."""
+    for nest in tc.parallel(tc.cdiv(A.shape[0], bm), tc.cdiv(B.shape[1], bn)):
+        acc = tc.zeros(f32, (bm, bn))
+        for r in nest.reduce(tc.cdiv(A.shape[1], bk), policy="fold_left"):
+            a = A.tile((nest.index(0) * bm, r.index() * bk), (bm, bk)).load()
+            b = B.tile((r.index() * bk, nest.index(1) * bn), (bk, bn)).load()
+            acc = tc.mma(a, b, acc)
+        C.tile((nest.index(0) * bm, nest.index(1) * bn), (bm, bn)).store(acc)
+
+
+def test_an_mma_inside_a_fold_is_bounded_not_bitwise():
+    sizes = {"M": 8, "N": 8, "K": 64}
+    differs = 0
+    for seed in range(5):
+        arrays, spec, oracle = spec_and_oracle(fold_mma, sizes, seed)
+        loop_form = tc.schedule(fold_mma, **sizes).run(checked=False, **arrays)["C"]
+        differs += not np.array_equal(loop_form, spec["C"])
+        assert oracle.counts("C")["bitwise"] == 0 and oracle.compare("C", spec["C"], loop_form) is None
+    assert differs  # the loop form's sequential contraction is another association than the spec's
