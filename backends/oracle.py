@@ -21,7 +21,7 @@ NaN.
 
 **Bounded** elsewhere, per element: ``|backend - expected| <= T`` with, for a float of
 unit roundoff ``u`` (f16 2**-11, bf16 2**-8, f32 2**-24, f64 2**-53) and underflow unit
-``eta`` (half the smallest subnormal),
+``eta`` (the smallest subnormal, at least the underflow error of one rounding),
 
     T = c * u * L * S + L * eta + A,   c = 1
 
@@ -38,7 +38,7 @@ unit roundoff ``u`` (f16 2**-11, bf16 2**-8, f32 2**-24, f64 2**-53) and underfl
   rounding that every evaluation performs on equal operands does not count;
 - ``A``: error carried from non-linear operations, with ``T(x)`` the operand's bound:
   monotone functions (``exp``, ``log``, ``sqrt``, ``tanh``) take the width of the image of
-  ``[x - T(x), x + T(x)]``, plus 4 ulp (f32, f64) or 1 ulp (f16, bf16: f32 results a few
+  ``[x - T(x), x + T(x)]`` (unbounded when ``T(x)`` is: the operand may be NaN), plus 4 ulp (f32, f64) or 1 ulp (f16, bf16: f32 results a few
   f32 ulp apart round to neighbours) for ``exp`` / ``log`` / ``tanh``; a ``log`` or
   ``sqrt`` whose interval reaches 0 is unbounded; ``a / b`` is
   ``(T(a)|b| + |a|T(b)) / (|b|(|b| - T(b)))``, unbounded when ``|b| <= T(b)``;
@@ -74,7 +74,7 @@ from tilecert.semantics.interp import prepare_inputs
 from tilecert.semantics.loopinterp import LoopInterpreter
 
 UNIT_ROUNDOFF = {"f16": 2.0**-11, "bf16": 2.0**-8, "f32": 2.0**-24, "f64": 2.0**-53}
-UNDERFLOW = {"f16": 2.0**-25, "bf16": 2.0**-134, "f32": 2.0**-150, "f64": 2.0**-1075}
+UNDERFLOW = {"f16": 2.0**-24, "bf16": 2.0**-133, "f32": 2.0**-149, "f64": 2.0**-1074}  # smallest subnormals
 LARGEST = {"f16": 65504.0, "bf16": float(np.uint32(0x7F7F0000).view(np.float32)),
            "f32": float(np.finfo(np.float32).max), "f64": float(np.finfo(np.float64).max)}
 LIBRARY_ULPS = {"f16": 1.0, "bf16": 1.0, "f32": 4.0, "f64": 4.0}
@@ -107,7 +107,7 @@ SIZE_RANGE = (1, 12)
 
 def _float_edges(dtype: str) -> np.ndarray:
     big = LARGEST[dtype]
-    tiny = UNDERFLOW[dtype] * 2  # the smallest subnormal
+    tiny = UNDERFLOW[dtype]
     normal = float(np.finfo(np.float16).tiny) if dtype == "f16" else (
         float(np.finfo(np.float64).tiny) if dtype == "f64" else float(np.finfo(np.float32).tiny))
     vals = [0.0, -0.0, np.inf, -np.inf, np.nan, tiny, -tiny, tiny * 3, normal, -normal, normal / 2,
@@ -344,7 +344,7 @@ class ShadowInterpreter(LoopInterpreter):
             ulps = LIBRARY_ULPS[dt] if e.fn in LIBRARY_FNS else 0.5
             A = width + ulps * (2 * UNIT_ROUNDOFF[dt] * top + 2 * UNDERFLOW[dt])
             special = ~np.isfinite(xv) & np.isfinite(T)  # inputs' specials propagate alike
-            A = np.where(special, 0.0, np.where(np.isnan(A), np.inf, A))
+            A = np.where(special, 0.0, np.where(np.isnan(A) | np.isinf(T), np.inf, A))  # inf: may be NaN
             S = np.where(special | np.isnan(top), 0.0, top)
         F = np.ones_like(np.asarray(x.F)) if e.fn in LIBRARY_FNS else x.F
         return Shadow(S, A, F=np.broadcast_to(F, np.shape(A)) | x.F).settled()
