@@ -1,9 +1,9 @@
 """The differential harness: the specification, the scheduled program and a backend on random inputs.
 
 Each trial draws sizes (those the schedule binds stay fixed; the others come from
-``sizes`` or are drawn in [1, 12]) and random contents for every tensor, outputs included
-(a kernel may read what it writes). Floats are standard normal, integers uniform over the
-whole range for 8-bit types and over [-1000, 1000] otherwise, bools fair coins. Three
+``sizes`` or are drawn in [1, 12]) and contents for every tensor, outputs included (a kernel
+may read what it writes), by ``oracle.draw_inputs``: every third trial (trial numbers 2, 5,
+8, ...) mixes in edge values of each dtype. Three
 runs take copies of the same arrays (a ``Chain``):
 
 - the **specification**: the original kernel on the tile-level interpreter (``tc.run``), the
@@ -19,17 +19,10 @@ also names the link of the chain that broke: ``transform`` (specification and sc
 program differ, with the first differing cell, or only the scheduled program raises) or
 ``lowering`` (scheduled program and backend differ, or only the backend raises).
 
-Comparison of each written tensor:
-
-- integer and bool dtypes: exactly;
-- floats: ``|backend - interp| <= tol * (|interp| + max|interp|)`` elementwise, NaN matching
-  NaN and infinities matching by sign, with ``tol = 4 * eps(dtype) * (L + 8)``, where ``eps`` is
-  the dtype's unit roundoff (f16 2**-11, bf16 2**-8, f32 2**-24, f64 2**-53) and ``L`` the
-  longest chain of updates into one cell: the largest product, over ``Accum`` statements, of
-  the extents of the enclosing loops (inside the updated buffer's declaration) whose variable
-  does not index the updated cell.
-  Backends evaluate every operation in the dtype with the interpreter's roundings; what
-  remains is the order of reductions and the last bit of library math functions.
+Each comparison (``_difference``, the one place results are compared) uses the trial's
+oracle (``oracle.oracle_for``, built from the scheduled program and the trial's inputs):
+bitwise where no admitted evaluation can differ, else a per-element bound by the magnitudes
+actually combined (see ``backends/oracle.py``).
 
 Outcomes of a trial: ``match``; ``mismatch`` (first differing index and both values);
 ``both rejected`` (specification and backend raised ``ExecutionError``: an out-of-bounds
@@ -45,47 +38,27 @@ A ``DiffReport`` carries the ``Proof`` of what it compared (``checker/gate.py``)
 """
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 from dataclasses import replace
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Callable, Mapping, Optional, Union
 
 import numpy as np
 
 from tilecert.checker.gate import Proof
 from tilecert.semantics import ir
-from tilecert.semantics import loopir as L
-from tilecert.semantics.dtypes import dtype_of
 from tilecert.semantics.errors import ExecutionError
 from tilecert.semantics.expand import expand
-from tilecert.semantics.index import IExpr, evaluate, free_vars
 from tilecert.semantics.interp import interpret, prepare_inputs
-from tilecert.semantics.limits import check_allocation
 from tilecert.semantics.loopinterp import interpret_loops
 from tilecert.semantics.loopir import is_loop_form
 from tilecert.semantics.sched import Schedule
 
-UNIT_ROUNDOFF = {"f16": 2.0**-11, "bf16": 2.0**-8, "f32": 2.0**-24, "f64": 2.0**-53}
-TOLERANCE_RULE = "|b - i| <= 4 * eps * (L + 8) * (|i| + max|i|); integers and bools exactly"
-SIZE_RANGE = (1, 12)
+from .oracle import RULE, SIZE_RANGE, Mismatch, Oracle, draw_inputs, oracle_for
+
 FAILURES = ("mismatch", "backend error")
 ORDERS = ("canonical", "reverse", "shuffle")
+EDGE_EVERY = 3  # trial t uses edge values when t % EDGE_EVERY == EDGE_EVERY - 1
 LINKS = {"transform": "specification vs scheduled program", "lowering": "scheduled program vs backend"}
-
-
-@dataclass(frozen=True)
-class Mismatch:
-    tensor: str
-    index: tuple[int, ...]
-    interp: Any  # the expected value (the specification's, or the scheduled program's for the lowering link)
-    backend: Any  # the value compared with it
-    tolerance: float
-    labels: tuple[str, str] = ("spec", "backend")
-
-    def __str__(self) -> str:
-        tol = "exact" if self.tolerance == 0 else f"tol {self.tolerance:.3g}"
-        return f"{self.tensor}{list(self.index)}: {self.labels[0]} {self.interp!r}, {self.labels[1]} " \
-               f"{self.backend!r} ({tol})"
 
 
 @dataclass(frozen=True)
@@ -188,67 +161,7 @@ class DiffReport:
             proof = f"NOT A CERTIFICATE: {self.proof.what} is not proved ({self.proof.counts()}): " + \
                 "; ".join(str(o) for o in self.proof.open)
         return head + ("" if bad is None else f"; first failure: {bad}") + \
-            (f"; links broken in some trial: {links}" if links else "") + f" | {proof} [{TOLERANCE_RULE}]"
-
-
-def random_array(rng: np.random.Generator, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
-    dt = dtype_of(dtype)
-    check_allocation(shape, 8, f"a random {dtype} input")  # drawn as 8-byte values, then converted
-    if dt.is_bool:
-        return rng.integers(0, 2, size=shape).astype(np.bool_)
-    if dt.is_float:
-        return rng.standard_normal(shape).astype(dt.storage)
-    info = np.iinfo(dt.storage)
-    lo, hi = (int(info.min), int(info.max)) if info.bits == 8 else (-1000, 1000)
-    return rng.integers(lo, hi, size=shape, endpoint=True).astype(dt.storage)
-
-
-def chain_length(p: ir.Program, sizes: Mapping[str, int]) -> int:
-    """``L``: the longest chain of ``Accum`` updates into one cell, at these sizes (loops outside a
-    buffer's declaration do not count: each of their instances updates its own copy)."""
-    longest = 1
-    at_zero = defaultdict(int)  # an extent that reads outer loops is taken at their first iteration
-    declared_at: dict[str, int] = {}
-
-    def walk(block: ir.Block, loops: list[tuple[int, IExpr]]) -> None:
-        nonlocal longest
-        for st in block.ops:
-            if isinstance(st, L.Loop):
-                walk(st.body, loops + [(st.var, st.extent)])
-            elif isinstance(st, L.If):
-                walk(st.body, loops)
-            elif isinstance(st, L.Decl):
-                declared_at[st.buf.name] = len(loops)
-            elif isinstance(st, L.Accum):
-                indexed = set().union(*(free_vars(e) for e in st.index))
-                n = 1
-                for var, extent in loops[declared_at.get(st.buf, 0):]:
-                    if (var, 0) not in indexed:
-                        n *= max(int(evaluate(extent, sizes, at_zero)), 1)
-                longest = max(longest, n)
-
-    walk(p.body, [])
-    return longest
-
-
-def compare(name: str, dtype: str, interp: np.ndarray, backend: np.ndarray, chain: int) -> Optional[Mismatch]:
-    """The first element where ``backend`` differs from ``interp`` beyond the tolerance, or None."""
-    if dtype not in UNIT_ROUNDOFF:
-        bad = interp != backend
-        tol = 0.0
-    else:
-        i, b = interp.astype(np.float64), backend.astype(np.float64)
-        tol = 4 * UNIT_ROUNDOFF[dtype] * (chain + 8)
-        finite = np.isfinite(i)
-        scale = float(np.max(np.abs(i[finite]))) if finite.any() else 0.0
-        with np.errstate(invalid="ignore"):
-            close = np.abs(b - i) <= tol * (np.abs(i) + scale)
-        same_special = (np.isnan(i) & np.isnan(b)) | (np.isinf(i) & (i == b))
-        bad = ~(close | same_special)
-    if not bad.any():
-        return None
-    where = tuple(int(x) for x in np.argwhere(bad)[0])
-    return Mismatch(name, where, interp[where].item(), backend[where].item(), tol)
+            (f"; links broken in some trial: {links}" if links else "") + f" | {proof} [{RULE}]"
 
 
 @dataclass(frozen=True)
@@ -279,8 +192,7 @@ def run_trials(chain: Chain, bound: Mapping[str, int], run_backend: Callable[...
         trial_sizes = {s: int(bound[s]) if s in bound else int((sizes or {}).get(s, rng.integers(*SIZE_RANGE,
                                                                                                endpoint=True)))
                        for s in program.sizes}
-        arrays = {tn.name: random_array(rng, tn.dtype, tuple(trial_sizes[str(d)] for d in tn.shape))
-                  for tn in program.tensors}
+        arrays = draw_inputs(rng, program, trial_sizes, edge=t % EDGE_EVERY == EDGE_EVERY - 1)
         order = ORDERS[t % len(ORDERS)]
         results.append(_trial(chain, run_backend, arrays, trial_sizes, t, order, int(rng.integers(2**31))))
     return DiffReport(program.name, target, tuple(results), proof)
@@ -305,18 +217,21 @@ def _trial(chain: Chain, run_backend, arrays: dict[str, np.ndarray], sizes: dict
     expected, spec_err = _attempt(spec if chain.spec is not None else scheduled)
     mid, mid_err = _attempt(scheduled) if chain.spec is not None else (expected, spec_err)
     got, backend_err = _attempt(lambda: run_backend(**copies()))
-    chain_len = max(chain_length(chain.initial, sizes), chain_length(program, sizes))
+    # the oracle follows the scheduled program (the expanded kernel when the scheduled one raised)
+    oracle, oracle_err = _attempt(lambda: oracle_for(program if mid_err is None else chain.initial, sizes, arrays))
+    if oracle_err is not None:
+        return Trial(seed, sizes, "invalid", order=order, detail=f"the oracle cannot run the program: {oracle_err.message}")
     broken: list[Link] = []
     if spec_err is None and mid_err is not None:
         broken.append(Link("transform", detail=f"only the scheduled program raises: {mid_err.message}"))
     elif spec_err is None:
-        bad = _difference(program, expected, mid, chain_len, ("spec", "scheduled"))
+        bad = _difference(program, expected, mid, oracle, ("spec", "scheduled"))
         if bad is not None:
             broken.append(Link("transform", bad))
     if mid_err is None and backend_err is not None:
         broken.append(Link("lowering", detail=f"only the backend raises: {backend_err.message}"))
     elif mid_err is None:
-        bad = _difference(program, mid, got, chain_len, ("scheduled", "backend"))
+        bad = _difference(program, mid, got, oracle, ("scheduled", "backend"))
         if bad is not None:
             broken.append(Link("lowering", bad))
     done = lambda outcome, **kw: Trial(seed, sizes, outcome, order=order, broken=tuple(broken), **kw)  # noqa: E731
@@ -326,7 +241,7 @@ def _trial(chain: Chain, run_backend, arrays: dict[str, np.ndarray], sizes: dict
         return done("invalid", detail=f"the specification rejects the inputs: {spec_err.message}")
     if backend_err is not None:
         return done("backend error", detail=backend_err.message)
-    bad = _difference(program, expected, got, chain_len, ("spec", "backend"))
+    bad = _difference(program, expected, got, oracle, ("spec", "backend"))
     return done("mismatch", mismatch=bad) if bad is not None else done("match")
 
 
@@ -339,13 +254,13 @@ def _attempt(run: Callable[[], Mapping[str, np.ndarray]]) -> tuple[Optional[Mapp
         return None, exc
 
 
-def _difference(program: ir.Program, expected: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], chain: int,
+def _difference(program: ir.Program, expected: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], oracle: Oracle,
                 labels: tuple[str, str]) -> Optional[Mismatch]:
-    """The first written tensor's first element where ``got`` differs from ``expected`` (``compare``), or None.
+    """The first written tensor's first element where ``got`` differs from ``expected`` (by the oracle), or None.
     This is the one place the harness compares results."""
     for tn in program.tensors:
         if tn.written:
-            bad = compare(tn.name, tn.dtype, expected[tn.name], got[tn.name], chain)
+            bad = oracle.compare(tn.name, expected[tn.name], got[tn.name])
             if bad is not None:
                 return replace(bad, labels=labels)
     return None

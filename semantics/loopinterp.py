@@ -146,10 +146,17 @@ class LoopInterpreter:
         active, val, arr, parts = target
         dt = dtype_of(self.dtypes[st.buf])
         sel = tuple(p[active] for p in parts)
-        if dt.name == "bf16":  # round after every update, in order
-            for k in range(len(sel[0]) if sel else 1):
-                cell = tuple(s[k] for s in sel)
-                arr[cell] = store_as(dt, MERGE[st.op](arr[cell], val[active][k]))
+        if dt.name == "bf16":  # round after every update, in order: the r-th updates of all cells at once
+            vals = val[active]
+            cells = np.ravel_multi_index(sel, arr.shape) if sel else np.zeros(len(vals), np.intp)
+            order = np.argsort(cells, kind="stable")
+            first = np.searchsorted(cells[order], cells[order], side="left")
+            rank = np.empty_like(order)
+            rank[order] = np.arange(len(order)) - first
+            flat = arr.reshape(-1)
+            for r in range(int(rank.max()) + 1 if len(rank) else 0):
+                at = rank == r
+                flat[cells[at]] = store_as(dt, MERGE[st.op](flat[cells[at]], vals[at]))
             return
         MERGE[st.op].at(arr, sel, val[active].astype(arr.dtype, copy=False))
 

@@ -11,7 +11,7 @@ import tilecert as tc
 from examples import EXAMPLES
 from tilecert import bf16, bool_, f16, f32, f64, i8, i32, i64, u8
 from tilecert import strategies
-from tilecert.backends.differential import chain_length, compare
+from tilecert.backends.oracle import draw_inputs, oracle_for
 from tilecert.backends.fuzz import FuzzCase, campaign, fuzz_cases, replay
 from tilecert.cli import main
 
@@ -92,23 +92,34 @@ def test_a_zero_divisor_is_rejected_by_both_sides():
 
 
 def test_mismatches_name_the_first_differing_index_and_both_values():
-    interp = np.zeros((3, 4), np.float32)
+    s = tc.schedule(EXAMPLES["gemm"].kernel, M=3, N=4, K=5)
+    arrays = draw_inputs(np.random.default_rng(0), s.program, {"M": 3, "N": 4, "K": 5}, edge=False)
+    oracle = oracle_for(s.program, {"M": 3, "N": 4, "K": 5}, arrays)
+    interp = s.run(**arrays)["C"]
     backend = interp.copy()
-    backend[1, 2] = 1e-3
+    backend[1, 2] += 1.0
     backend[2, 0] = 5.0
-    bad = compare("C", "f32", interp, backend, chain=10)
-    assert bad.index == (1, 2) and bad.interp == 0.0 and bad.backend == pytest.approx(1e-3)
-    assert compare("C", "f32", interp + 1, interp + 1 + 1e-7, chain=1) is None  # within 4 * eps * 9 * 2
+    bad = oracle.compare("C", interp, backend)
+    assert bad.index == (1, 2) and bad.interp == interp[1, 2] and bad.backend == backend[1, 2]
     ints = np.arange(6, dtype=np.int32)
-    assert compare("Q", "i32", ints, ints + (ints == 5), chain=1).index == (5,)
-    nan = np.array([np.nan, np.inf], np.float32)
-    assert compare("X", "f32", nan, nan.copy(), chain=1) is None
+    p = tc.schedule(int_ops, N=6).program
+    q = oracle_for(p, {"N": 6}, draw_inputs(np.random.default_rng(0), p, {"N": 6}, edge=False))
+    assert q.compare("Q", ints, ints + (ints == 5)).index == (5,)
+    assert q.compare("Q", ints, ints.copy()) is None
 
 
 def test_tolerance_grows_with_the_reduction_length():
     s = tc.schedule(EXAMPLES["gemm"].kernel, bk=7)
-    assert chain_length(s.program, {"M": 4, "N": 4, "K": 70}) == 70  # 10 k tiles x 7 per tile
-    assert chain_length(tc.schedule(EXAMPLES["transpose"].kernel).program, {"M": 3, "N": 3}) == 1
+    rng = np.random.default_rng(1)
+    short, long = ({"M": 4, "N": 4, "K": k} for k in (7, 70))
+    ones = {name: np.ones_like(a) for name, a in draw_inputs(rng, s.program, short, edge=False).items()}
+    many = {name: np.ones_like(a) for name, a in draw_inputs(rng, s.program, long, edge=False).items()}
+    t7, t70 = (oracle_for(s.program, z, a).bounds["C"] for z, a in ((short, ones), (long, many)))
+    # all-ones inputs: S = K and L = K + 1 additions and products, so T grows like K^2
+    assert np.allclose(t7, 2.0**-24 * 8 * 7 + 8 * 2.0**-149) and np.allclose(t70, 2.0**-24 * 71 * 70 + 71 * 2.0**-149)
+    p = tc.schedule(EXAMPLES["transpose"].kernel).program
+    bitwise = oracle_for(p, {"M": 3, "N": 3}, draw_inputs(rng, p, {"M": 3, "N": 3}, edge=False))
+    assert not bitwise.bounds[p.outputs[0]].any()  # no arithmetic: compared bitwise
 
 
 def _campaign_cases():

@@ -3,8 +3,9 @@
 For each case, ``DIR/<case>/`` holds ``kernel.cu`` (the validated emitted source with the
 C backend's file-protocol ``main``), ``inputs/t<k>.npy`` (tensor ``k`` in argument order,
 random contents drawn like the differential harness's), ``expected/t<k>.npy`` (the
-interpreter's outputs, checked mode) and ``case.json`` (the tensors in argument order with
-their names, dtypes and tolerances, the size values). No user name becomes a path: files
+interpreter's outputs, checked mode), ``bounds/t<k>.npy`` (the differential oracle's bound of
+each element: 0 bitwise, inf unbounded) and ``case.json`` (the tensors in argument order with
+their names, dtypes, the size values). No user name becomes a path: files
 are numbered, and a case whose name is not ``[A-Za-z0-9_]+`` (under ``demos/`` for the
 demos) is written to ``case-<k>`` (``k``: its position in the suite). ``DIR/run.py``
 (``suite_runner.py``; python3 + numpy + nvcc + the CUDA runtime) builds and runs them; ``DIR/README.md`` says how, and how to run compute-sanitizer.
@@ -41,7 +42,7 @@ from tilecert.semantics.loopinterp import interpret_loops
 from tilecert.semantics.sched import Schedule
 
 from ..c.emit import standalone_main
-from ..differential import UNIT_ROUNDOFF, chain_length, random_array
+from ..oracle import draw_inputs, oracle_for
 from . import cases as gpu_cases
 from . import lowered
 
@@ -113,7 +114,7 @@ def write_case(folder: Path, case: SuiteCase, rng: np.random.Generator, allow_un
     for _ in range(REDRAWS):
         sizes = {s: int(case.bound.get(s, case.sizes.get(s, rng.integers(*SIZE_RANGE, endpoint=True))))
                  for s in p.sizes}
-        arrays = {t.name: random_array(rng, t.dtype, tuple(sizes[str(d)] for d in t.shape)) for t in p.tensors}
+        arrays = draw_inputs(rng, p, sizes, edge=False)
         expected = None if case.demo else _interpret(p, arrays, sizes)
         if case.demo or expected is not None:
             break
@@ -126,18 +127,17 @@ def write_case(folder: Path, case: SuiteCase, rng: np.random.Generator, allow_un
     check = validate(p, lp, sizes)
     if not check.proved:
         raise ValidationError(check, f"kernel {case.name} with sizes {sizes}")
-    for sub in ("inputs", "expected"):
+    for sub in ("inputs", "expected", "bounds"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
     (folder / "kernel.cu").write_text(source + "\n" + standalone_main(lp))
+    oracle = None if expected is None else oracle_for(p, sizes, arrays)
     for k, t in enumerate(lp.tensors):
         np.save(folder / "inputs" / f"t{k}.npy", arrays[t.name])
-        if expected is not None and t.written:
+        if oracle is not None and t.written:
             np.save(folder / "expected" / f"t{k}.npy", expected[t.name])
-    chain = chain_length(p, sizes)
+            np.save(folder / "bounds" / f"t{k}.npy", oracle.bounds[t.name])
     spec = {"kernel": p.name, "sizes": [sizes[s] for s in lp.sizes], "size_names": list(lp.sizes),
-            "tensors": [{"name": t.name, "dtype": t.dtype, "written": t.written,
-                         "tol": 4 * UNIT_ROUNDOFF[t.dtype] * (chain + 8) if t.dtype in UNIT_ROUNDOFF else 0.0}
-                        for t in lp.tensors]}
+            "tensors": [{"name": t.name, "dtype": t.dtype, "written": t.written} for t in lp.tensors]}
     if case.demo:
         spec["demo"] = case.demo
     (folder / "case.json").write_text(json.dumps(spec, indent=1))
@@ -165,9 +165,10 @@ Requirements: an NVIDIA GPU with its driver, the CUDA toolkit (`nvcc`, and
     python3 run.py --arch sm_90 gemm        # some cases, for a given architecture
 
 One line per case, `PASS name` or `FAIL name: <first difference or error>`, then
-`N passed, N failed`; the exit status is 0 only when all passed. Integers and bools must
-match exactly; floats within `|gpu - interp| <= tol * (|interp| + max|interp|)` with each
-tensor's `tol` from its `case.json`.
+`N passed, N failed`; the exit status is 0 only when all passed. Each element is compared
+by its bound in `bounds/<tensor>.npy`: 0 means bitwise (any NaN matches any NaN), inf means
+any value is admitted, otherwise NaN must match NaN, an infinity the same infinity, and a
+finite value lie within the bound of the expected one.
 
 ## compute-sanitizer
 

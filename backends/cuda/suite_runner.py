@@ -4,7 +4,8 @@
 Needs only python3 with numpy, nvcc and the CUDA runtime (this file imports nothing of
 tilecert). Each case folder holds ``kernel.cu`` (the emitted kernels, their launcher and a
 ``main`` that reads raw tensors from a folder and writes the outputs back),
-``case.json``, ``inputs/*.npy`` and the interpreter's ``expected/*.npy``.
+``case.json``, ``inputs/*.npy``, the interpreter's ``expected/*.npy`` and the differential
+oracle's per-element ``bounds/*.npy``.
 
     python3 run.py                      # every case, for this machine's GPU (-arch=native)
     python3 run.py --arch sm_90 tree_reduction gemm
@@ -12,9 +13,10 @@ tilecert). Each case folder holds ``kernel.cu`` (the emitted kernels, their laun
     python3 run.py --demos              # the racy / divergent variants: the named tool must report them
 
 Prints one line per case (PASS / FAIL with the first difference) and ``N passed, N failed``;
-exits 0 only when every case passed. Comparison: integers and bools exactly; floats
-``|gpu - interp| <= tol * (|interp| + max|interp|)`` elementwise (NaN matches NaN), with the
-tolerance of each tensor in ``case.json`` (the differential harness's rule).
+exits 0 only when every case passed. Comparison (the differential oracle's admission rule,
+``backends/oracle.py``, restated here so this file stands alone): an element whose bound is 0
+compares bitwise (any NaN matches any NaN); one whose bound is inf is admitted; otherwise
+NaN matches NaN, an infinity the same infinity, and finite values within the bound.
 """
 import argparse
 import json
@@ -36,20 +38,19 @@ def build(case: Path, arch: str, out: Path) -> str:
     return "" if res.returncode == 0 else "nvcc failed: " + " | ".join(res.stderr.splitlines()[-5:])
 
 
-def first_difference(name: str, want: np.ndarray, got: np.ndarray, tol: float) -> str:
-    if tol == 0:
-        bad = want != got
-    else:
-        w, g = want.astype(np.float64), got.astype(np.float64)
-        finite = np.isfinite(w)
-        scale = float(np.max(np.abs(w[finite]))) if finite.any() else 0.0
-        with np.errstate(invalid="ignore"):
-            close = np.abs(g - w) <= tol * (np.abs(w) + scale)
-        bad = ~(close | (np.isnan(w) & np.isnan(g)) | (np.isinf(w) & (w == g)))
-    if not bad.any():
+def first_difference(name: str, want: np.ndarray, got: np.ndarray, bound: np.ndarray) -> str:
+    both_nan = np.isnan(want) & np.isnan(got) if want.dtype.kind == "f" else np.zeros(want.shape, bool)
+    bits = np.dtype(f"u{want.dtype.itemsize}") if want.dtype.kind == "f" else want.dtype
+    same = (want.view(bits) == got.view(bits)) | both_nan
+    w, g = want.astype(np.float64), got.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        near = np.isfinite(w) & np.isfinite(g) & (np.abs(g - w) <= bound)
+    ok = np.where(bound == 0, same, near | both_nan | (np.isinf(w) & (w == g)) | np.isinf(bound))
+    if ok.all():
         return ""
-    where = tuple(int(x) for x in np.argwhere(bad)[0])
-    return f"{ascii(name)[1:-1]}{list(where)}: expected {want[where]!r}, got {got[where]!r}"  # one ASCII line
+    where = tuple(int(x) for x in np.argwhere(~ok)[0])
+    return f"{ascii(name)[1:-1]}{list(where)}: expected {want[where]!r}, got {got[where]!r} " \
+           f"(bound {bound[where]:.3g})"  # one ASCII line
 
 
 def run_case(case: Path, exe: Path, sanitizer: str) -> str:
@@ -78,7 +79,7 @@ def run_case(case: Path, exe: Path, sanitizer: str) -> str:
                 continue
             want = np.load(case / "expected" / f"t{k}.npy")
             got = np.fromfile(folder / f"t{k}", dtype=want.dtype).reshape(want.shape)
-            diff = first_difference(t["name"], want, got, t["tol"])
+            diff = first_difference(t["name"], want, got, np.load(case / "bounds" / f"t{k}.npy"))
             if diff:
                 return diff
     return ""
