@@ -106,6 +106,8 @@ def ibin(op: str, a: IExpr, b: IExpr) -> IExpr:
             return a
     if op == "sub" and b == IConst(0):
         return a
+    if op == "add" and _recombines(a, b):  # c * (x // c) + x mod c -> x
+        return b.a
     if op in ("add", "sub") and isinstance(b, IConst) and isinstance(a, IBin) and a.op in ("add", "sub") \
             and isinstance(a.b, IConst):  # (x +- c1) +- c2 -> x + c
         c = (a.b.value if a.op == "add" else -a.b.value) + (b.value if op == "add" else -b.value)
@@ -120,6 +122,17 @@ def ibin(op: str, a: IExpr, b: IExpr) -> IExpr:
     if op == "floordiv" and b == IConst(1):
         return a
     return IBin(op, a, b)
+
+
+def _recombines(a: IExpr, b: IExpr) -> bool:
+    """``a + b`` is ``c * (x // c) + x mod c`` (or ``(x // c) * c + x mod c``) for a constant ``c > 0``: equal
+    to ``x`` for every integer ``x`` (floor division and its remainder), so splitting a loop that a fuse
+    made (or the reverse) gives back the original index instead of doubling it."""
+    if not (isinstance(a, IBin) and a.op == "mul" and isinstance(b, IBin) and b.op == "mod"
+            and isinstance(b.b, IConst) and b.b.value > 0):
+        return False
+    quotient = IBin("floordiv", b.a, b.b)
+    return (a.a == b.b and a.b == quotient) or (a.b == b.b and a.a == quotient)
 
 
 def cdiv(a: IExpr, b: IExpr) -> IExpr:
