@@ -121,6 +121,8 @@ def ibin(op: str, a: IExpr, b: IExpr) -> IExpr:
             return IConst(0)
     if op == "floordiv" and b == IConst(1):
         return a
+    if op == "floordiv" and isinstance(b, IConst) and b.value > 0 and _multiple_plus_small(a, b.value):
+        return _multiplicand(a.a if isinstance(a, IBin) and a.op == "add" else a, b.value)  # (x*c + d) // c -> x
     return IBin(op, a, b)
 
 
@@ -133,6 +135,24 @@ def _recombines(a: IExpr, b: IExpr) -> bool:
         return False
     quotient = IBin("floordiv", b.a, b.b)
     return (a.a == b.b and a.b == quotient) or (a.b == b.b and a.a == quotient)
+
+
+def _multiplicand(e: IExpr, c: int) -> IExpr | None:
+    """``x`` when ``e`` is ``x * c`` or ``c * x``, else None."""
+    if isinstance(e, IBin) and e.op == "mul":
+        if e.b == IConst(c):
+            return e.a
+        if e.a == IConst(c):
+            return e.b
+    return None
+
+
+def _multiple_plus_small(a: IExpr, c: int) -> bool:
+    """``a`` is ``x * c + d`` with ``0 <= d < c`` (or ``x * c``): then ``a // c == x`` for every integer ``x``,
+    so a ceiling division of a product by its own factor (a split of a fused loop) gives back ``x``."""
+    if isinstance(a, IBin) and a.op == "add" and isinstance(a.b, IConst) and 0 <= a.b.value < c:
+        return _multiplicand(a.a, c) is not None
+    return _multiplicand(a, c) is not None
 
 
 def cdiv(a: IExpr, b: IExpr) -> IExpr:
