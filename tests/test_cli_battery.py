@@ -91,6 +91,8 @@ BATTERY: list[tuple[str, int, str]] = [  # argv, exit status, a part of the mess
     (f"emit {G} --size N=99999999999999999999", 2, "--size"),
     (f"emit {G} --size N=9223372036854775808", 2, "--size"),
     (f"emit {G} --size Q=3", 2, "unknown size or config 'Q'"),
+    (f"emit {G} --size k=3", 2, "unknown size or config 'k'"),
+    (f"emit {G} --size kernel=3", 2, "unknown size or config 'kernel'"),
     (f"check {G} --size M", 2, "--size"),
     # counts and seeds
     (f"diff {G} --seed -1", 2, "--seed"),

@@ -91,16 +91,16 @@ def load_module(path: Path) -> ModuleType:
     except tc.TilecertError:
         raise
     except SyntaxError as exc:
-        raise UsageError(f"{path} does not parse: {exc.msg}", Loc(str(path), exc.lineno or 0),
+        raise UsageError(f"does not parse: {exc.msg}", Loc(str(path), exc.lineno or 0),
                          "fix the syntax error") from exc
     except SystemExit as exc:
-        raise UsageError(f"{path} called sys.exit({exc.code!r}) while loading", user_loc(exc.__traceback__, path),
+        raise UsageError(f"called sys.exit({exc.code!r}) while loading", user_loc(exc.__traceback__, path),
                          "a kernel file defines kernels; do not exit while it is imported") from exc
     except ImportError as exc:
-        raise UsageError(f"{path} failed to import: {type(exc).__name__}: {exc}", user_loc(exc.__traceback__, path),
+        raise UsageError(f"failed to import: {type(exc).__name__}: {exc}", user_loc(exc.__traceback__, path),
                          "install the module it imports, or fix the import") from exc
     except Exception as exc:
-        raise UsageError(f"{path} raised {type(exc).__name__} while loading: {exc}", user_loc(exc.__traceback__, path),
+        raise UsageError(f"raised {type(exc).__name__} while loading: {exc}", user_loc(exc.__traceback__, path),
                          "fix the error in the file (run it with python to see the traceback)") from exc
     return module
 

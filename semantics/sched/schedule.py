@@ -60,7 +60,7 @@ class Schedule:
         self.programs: list[ir.Program] = [self.initial]  # op k turns programs[k] into programs[k + 1]
 
     @classmethod
-    def create(cls, kernel: Subject, **sizes_and_config: Any) -> "Schedule":
+    def create(cls, kernel: Subject, /, **sizes_and_config: Any) -> "Schedule":
         """A schedule of a kernel or a program; the arguments are sizes to bind and config values."""
         if isinstance(kernel, Kernel):
             defaults, size_names = kernel.config_defaults, kernel.size_names
@@ -174,6 +174,9 @@ class Schedule:
                 if key in kernel.config_defaults and not config_fits(value, kernel.config_defaults[key]):
                     raise SerializationError(f"config {key}={value!r} is not of the type of its default "
                                              f"{kernel.config_defaults[key]!r}", hint=HINT)
+        both = sorted(set(data["sizes"]) & set(data["config"]))
+        if both:
+            raise SerializationError(f"{both[0]!r} is both a size and a config value in the schedule file", hint=HINT)
         s = cls.create(kernel, **data["sizes"], **data["config"])
         for k, (op, args) in enumerate(history):
             try:
