@@ -177,7 +177,11 @@ class Schedule:
         both = sorted(set(data["sizes"]) & set(data["config"]))
         if both:
             raise SerializationError(f"{both[0]!r} is both a size and a config value in the schedule file", hint=HINT)
-        s = cls.create(kernel, **data["sizes"], **data["config"])
+        try:
+            s = cls.create(kernel, **data["sizes"], **data["config"])
+        except TilecertError as exc:
+            raise SerializationError(f"the sizes and config of the schedule file: {exc.message}",
+                                     hint=exc.hint) from exc
         for k, (op, args) in enumerate(history):
             try:
                 s.apply(op, **args)
