@@ -30,6 +30,8 @@ USER_FILES = {
     "kernel_raises.py": ("import tilecert as tc\nfrom tilecert import f32\n\n\n@tc.kernel\n"
                          "def k(X: tc.Tensor[f32, 'N'], Y: tc.Tensor[f32, 'N']):\n"
                          "    raise ValueError('boom')\n"),
+    "library_raises.py": ("import numpy as np\nimport tilecert as tc\nfrom tilecert import f32\n\n\n@tc.kernel\n"
+                          "def k(X: tc.Tensor[f32, 'N'], Y: tc.Tensor[f32, 'N']):\n    np.zeros(-1)\n"),
     "lookup.py": "table = {}\nvalue = table['missing']\n",
 }
 
@@ -40,6 +42,7 @@ def files(tmp_path: Path) -> Path:
         (tmp_path / name).write_text(text)
     (tmp_path / "binary.py").write_bytes(b"x = '\xff\xfe'\n")
     (tmp_path / "notpy.txt").write_text("hello\n")
+    (tmp_path / "binary.json").write_bytes(b"\x80\x81{")
     (tmp_path / "folder.py").mkdir()
     (tmp_path / "afile").write_text("x")
     for name in ("numpy.py", "tilecert.py"):
@@ -65,6 +68,7 @@ BATTERY: list[tuple[str, int, str]] = [  # argv, exit status, a part of the mess
     ("check imports.py", 2, "failed to import"),
     ("check lookup.py", 2, "raised KeyError"),
     ("check kernel_raises.py", 2, "raised ValueError: boom"),
+    ("check library_raises.py", 2, "raised ValueError: negative dimensions"),
     ("check dsl.py", 2, "does not match box extent"),
     ("check empty.py", 2, "defines no kernel or schedule"),
     ("ir empty.py", 2, "defines no kernel"),
@@ -77,6 +81,7 @@ BATTERY: list[tuple[str, int, str]] = [  # argv, exit status, a part of the mess
     ("diff notpy.txt", 2, "is not a .py file"),
     ("diff notcase.json", 2, "not a fuzz case file"),
     ("diff broken.json", 2, "not JSON"),
+    ("diff binary.json", 2, "fuzz case file"),
     ("diff source.json", 2, "carries Python source"),
     (f"ir {G} --kernel nope", 2, "no kernel 'nope'"),
     (f"check {G} --kernel nope", 2, "no kernel or schedule 'nope'"),

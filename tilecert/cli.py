@@ -66,14 +66,10 @@ def existing_file(path: Path, what: str, suffixes: tuple[str, ...] = (".py",)) -
 
 
 def user_loc(tb: Optional[TracebackType], path: Path) -> Loc:
-    """The innermost frame of ``tb`` in the user's file ``path`` (else the file itself)."""
-    line = 0
+    """The innermost frame of ``tb`` in the user's file ``path`` (else the file itself, line 0)."""
     target = os.path.abspath(path)
-    while tb is not None:
-        if os.path.abspath(tb.tb_frame.f_code.co_filename) == target:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return Loc(str(path), line)
+    lines = [t.tb_lineno for t in _walk(tb) if os.path.abspath(t.tb_frame.f_code.co_filename) == target]
+    return Loc(str(path), lines[-1] if lines else 0)
 
 
 def load_module(path: Path) -> ModuleType:
@@ -157,7 +153,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from tilecert.strategies import kernel_from_source
     path = Path(args.file)
     if path.suffix == ".json":
-        case = FuzzCase.from_json(existing_file(path, "a fuzz case .json", (".json",)).read_text(), str(path))
+        case = FuzzCase.from_json(existing_file(path, "a fuzz case .json", (".json",)).read_bytes(), str(path))
         check = lambda s, **kw: tc.differential(s, target=args.target, sanitize=args.sanitize, **kw)  # noqa: E731
         reports = [unsupported_as_usage(args.target, lambda: replay(
             case, check, trials=args.trials, load_source=kernel_from_source if args.trust_source else None,
@@ -363,8 +359,8 @@ def report_error(exc: BaseException, user_file: Optional[str], outside: set[str]
     A ``TilecertError`` keeps its location when it points into the user's code; a location in tilecert's
     own packages or in a file that was on the stack when ``main`` started (the installed ``tilecert``
     script, a test harness) is replaced by the user's file (or ``<command line>``). Another exception
-    raised by the user's code (a kernel body) is located where it was raised; one raised inside
-    tilecert is an internal error. The status is the error's ``exit_status`` attribute when it has
+    raised by the user's code (a kernel body, or a library it calls) is located at the innermost
+    frame of the user's code; one raised inside tilecert is an internal error. The status is the error's ``exit_status`` attribute when it has
     one (an unproved verdict is 1), else 2.
     """
     if show_traceback:
@@ -381,24 +377,35 @@ def report_error(exc: BaseException, user_file: Optional[str], outside: set[str]
         loc, message = fallback, f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
         hint = "check the path and its permissions"
     else:
-        raiser = _innermost(exc.__traceback__)
-        path = os.path.abspath(raiser.tb_frame.f_code.co_filename) if raiser is not None else ""
-        if raiser is not None and not path.startswith(PACKAGE_DIRS) and path not in outside:
-            loc, message = Loc(raiser.tb_frame.f_code.co_filename, raiser.tb_lineno), \
-                f"raised {type(exc).__name__}: {exc}"
-            hint = "fix the error at that line (rerun with --traceback to see the traceback)"
+        frames = [(tb.tb_frame.f_code.co_filename, tb.tb_lineno) for tb in _walk(exc.__traceback__)]
+        user = [Loc(f, n) for f, n in frames if _is_user(f, outside)]
+        raised_by_us = bool(frames) and os.path.abspath(frames[-1][0]).startswith(PACKAGE_DIRS)
+        loc = user[-1] if user else fallback
+        if user and not raised_by_us:
+            message, hint = f"raised {type(exc).__name__}: {exc}", \
+                "fix the error at that line (rerun with --traceback to see the traceback)"
         else:
-            loc = user_loc(exc.__traceback__, Path(user_file)) if user_file else fallback
             message, hint = f"internal error: {type(exc).__name__}: {exc}", "rerun with --traceback and report it"
     print(f"error: {loc}: {_one_line(message)}", file=sys.stderr)
     print(f"hint: {_one_line(hint) or 'see tilecert --help'}", file=sys.stderr)
     return int(getattr(exc, "exit_status", 2))
 
 
-def _innermost(tb: Optional[TracebackType]) -> Optional[TracebackType]:
-    while tb is not None and tb.tb_next is not None:
+def _walk(tb: Optional[TracebackType]) -> list[TracebackType]:
+    out = []
+    while tb is not None:
+        out.append(tb)
         tb = tb.tb_next
-    return tb
+    return out
+
+
+LIBRARY_DIRS = tuple({os.path.abspath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+
+
+def _is_user(file: str, outside: set[str]) -> bool:
+    """Whether ``file`` is the user's code: not tilecert's, not an installed library, not the caller of ``main``."""
+    path = os.path.abspath(file)
+    return not (file.startswith("<") or path in outside or path.startswith(PACKAGE_DIRS + LIBRARY_DIRS))
 
 
 def _one_line(text: str) -> str:
