@@ -1,6 +1,9 @@
 """The ``tilecert`` command line: ``demo``, ``ir``, ``emit``, ``diff``, ``fuzz``, ``check`` and ``gpu-suite``.
 
-Exit status 0 only when everything asked for matched.
+Exit status 0 only when everything asked for was proved or matched, 1 when something was
+disproved or mismatched, 2 for a usage or input error; every failure is rendered by
+``report_error`` as ``error: FILE:LINE: message`` and ``hint: ...`` (a traceback only with
+``--traceback``).
 """
 from __future__ import annotations
 
