@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(VPY) benchmarks/checker.py
 	$(VPY) benchmarks/gemm_c.py
 	$(VPY) benchmarks/gemm_cuda.py
+	$(VPY) benchmarks/replay.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -93,6 +93,8 @@ class Proof:
 class UnprovedScheduleError(TilecertError):
     """A schedule or program was to be emitted, compiled or compared before all its obligations were proved."""
 
+    exit_status = 1  # the command line's status for a verdict that is not a certificate
+
     def __init__(self, proof: Proof, action: str, loc: Loc) -> None:
         self.proof = proof
         opened = "; ".join(str(o) for o in proof.open) or "no obligation was checked"

@@ -106,6 +106,8 @@ def ibin(op: str, a: IExpr, b: IExpr) -> IExpr:
             return a
     if op == "sub" and b == IConst(0):
         return a
+    if op == "add" and _recombines(a, b):  # c * (x // c) + x mod c -> x
+        return b.a
     if op in ("add", "sub") and isinstance(b, IConst) and isinstance(a, IBin) and a.op in ("add", "sub") \
             and isinstance(a.b, IConst):  # (x +- c1) +- c2 -> x + c
         c = (a.b.value if a.op == "add" else -a.b.value) + (b.value if op == "add" else -b.value)
@@ -119,7 +121,38 @@ def ibin(op: str, a: IExpr, b: IExpr) -> IExpr:
             return IConst(0)
     if op == "floordiv" and b == IConst(1):
         return a
+    if op == "floordiv" and isinstance(b, IConst) and b.value > 0 and _multiple_plus_small(a, b.value):
+        return _multiplicand(a.a if isinstance(a, IBin) and a.op == "add" else a, b.value)  # (x*c + d) // c -> x
     return IBin(op, a, b)
+
+
+def _recombines(a: IExpr, b: IExpr) -> bool:
+    """``a + b`` is ``c * (x // c) + x mod c`` (or ``(x // c) * c + x mod c``) for a constant ``c > 0``: equal
+    to ``x`` for every integer ``x`` (floor division and its remainder), so splitting a loop that a fuse
+    made (or the reverse) gives back the original index instead of doubling it."""
+    if not (isinstance(a, IBin) and a.op == "mul" and isinstance(b, IBin) and b.op == "mod"
+            and isinstance(b.b, IConst) and b.b.value > 0):
+        return False
+    quotient = IBin("floordiv", b.a, b.b)
+    return (a.a == b.b and a.b == quotient) or (a.b == b.b and a.a == quotient)
+
+
+def _multiplicand(e: IExpr, c: int) -> IExpr | None:
+    """``x`` when ``e`` is ``x * c`` or ``c * x``, else None."""
+    if isinstance(e, IBin) and e.op == "mul":
+        if e.b == IConst(c):
+            return e.a
+        if e.a == IConst(c):
+            return e.b
+    return None
+
+
+def _multiple_plus_small(a: IExpr, c: int) -> bool:
+    """``a`` is ``x * c + d`` with ``0 <= d < c`` (or ``x * c``): then ``a // c == x`` for every integer ``x``,
+    so a ceiling division of a product by its own factor (a split of a fused loop) gives back ``x``."""
+    if isinstance(a, IBin) and a.op == "add" and isinstance(a.b, IConst) and 0 <= a.b.value < c:
+        return _multiplicand(a.a, c) is not None
+    return _multiplicand(a, c) is not None
 
 
 def cdiv(a: IExpr, b: IExpr) -> IExpr:

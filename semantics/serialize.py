@@ -10,12 +10,12 @@ import dataclasses
 import functools
 import hashlib
 import json
-import types
 import typing
 from typing import Any, Union
 
 from . import index, ir, loopir
 from .errors import Loc, SerializationError
+from .jsondata import conforms, parse_json
 
 _CLASSES: dict[str, type] = {
     cls.__name__: cls
@@ -51,39 +51,19 @@ def _field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def _conforms(value: Any, tp: Any) -> bool:
-    """Whether ``value`` (built by ``from_tree``) has the annotated type ``tp``."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        return any(_conforms(value, a) for a in args)
-    if origin is tuple:
-        if not isinstance(value, tuple):
-            return False
-        if len(args) == 2 and args[1] is Ellipsis:
-            return all(_conforms(x, args[0]) for x in value)
-        return len(args) == len(value) and all(_conforms(x, a) for x, a in zip(value, args))
-    if tp is Any:
-        return True
-    if tp is type(None):
-        return value is None
-    if tp is float:
-        return isinstance(value, (int, float))
-    return isinstance(value, tp) if isinstance(tp, type) else True
-
-
 def from_tree(node: Any) -> Any:
     """The IR object of a tree written by ``to_tree``; every field is checked against its annotated type."""
     if isinstance(node, list):
         return tuple(from_tree(x) for x in node)
     if isinstance(node, dict):
         name = node.get("_")
-        cls = _CLASSES.get(name)
+        cls = _CLASSES.get(name) if isinstance(name, str) else None
         if cls is None:
             raise SerializationError(f"unknown IR node {name!r}", hint="the file is not a tilecert program")
         fields = {k: from_tree(v) for k, v in node.items() if k != "_"}
         hints = _field_types(cls)
         for key, value in fields.items():
-            if not _conforms(value, _FIELD_OVERRIDES.get((name, key), hints.get(key, Any))):
+            if not conforms(value, _FIELD_OVERRIDES.get((name, key), hints.get(key, Any))):
                 raise SerializationError(f"malformed {name} node: field {key!r} holds {repr(value)[:80]}",
                                          hint="the file is not a tilecert program")
         try:
@@ -98,18 +78,18 @@ def dump(p: ir.Program) -> str:
     return json.dumps(to_tree(ir.expect_program(p, "dump")), sort_keys=True)
 
 
-def load(text: str) -> ir.Program:
-    """Parse JSON text produced by ``dump``."""
-    if not isinstance(text, (str, bytes, bytearray)):
-        raise SerializationError(f"load takes JSON text, got {type(text).__name__}",
-                                 hint="pass the text written by tilecert's dump (read the file first)")
+def load(text: str, file: str | None = None) -> ir.Program:
+    """Parse JSON text produced by ``dump``: every node a known IR class, every field of its annotated type
+    (``jsondata.conforms``), no duplicate keys, bounded nesting; ``file`` locates errors (else the caller)."""
+    hint = "pass the text written by tilecert's dump"
+    tree = parse_json(text, "program JSON", hint, file)
     try:
-        tree = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SerializationError(f"not JSON: {exc}", hint="pass the text written by tilecert's dump") from None
-    p = from_tree(tree)
+        p = from_tree(tree)
+    except RecursionError:
+        raise SerializationError("program JSON: nested too deeply", None if file is None else Loc(file, 0),
+                                 hint) from None
     if not isinstance(p, ir.Program):
-        raise SerializationError("the JSON does not hold a Program", hint="pass the text written by dump")
+        raise SerializationError("the JSON does not hold a Program", None if file is None else Loc(file, 0), hint)
     return p
 
 

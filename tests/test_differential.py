@@ -141,14 +141,14 @@ def _wrong(report):
           suppress_health_check=list(HealthCheck))
 @given(_campaign_cases())
 def test_random_kernels_with_random_schedules_match(case):
-    report = replay(case, strategies.kernel_from_source, _check, trials=1)
+    report = replay(case, _check, trials=1)
     assert not _wrong(report), case.to_json(report)
 
 
 @pytest.mark.slow
 def test_longer_campaign_writes_replayable_failures(tmp_path):
     results = []
-    campaign(_campaign_cases(), 60 if FULL else 6, 11, lambda c: replay(c, strategies.kernel_from_source, _check),
+    campaign(_campaign_cases(), 60 if FULL else 6, 11, lambda c: replay(c, _check),
              tmp_path, lambda n, case, report, path: results.append((report, path)))
     assert results and not [r for r, _ in results if _wrong(r)]
 
@@ -156,12 +156,11 @@ def test_longer_campaign_writes_replayable_failures(tmp_path):
 def test_fuzz_case_files_replay_through_the_cli(tmp_path, capsys):
     s = tc.schedule(EXAMPLES["gemm_i32"].kernel, M=5, N=6, K=7)
     s.split("nest.0", 2)
-    source_file = EXAMPLES["gemm_i32"].kernel.fn.__code__.co_filename
-    fc = FuzzCase(open(source_file).read(), s.to_json(), seed=4, kernel="gemm_i32")
+    fc = FuzzCase(tc.dump(tc.capture(EXAMPLES["gemm_i32"].kernel)), s.to_json(), seed=4, kernel="gemm_i32")
     path = tmp_path / "case.json"
     path.write_text(fc.to_json())
     back = FuzzCase.from_json(path.read_text())
-    assert (back.source, back.seed, back.kernel) == (fc.source, fc.seed, fc.kernel)
+    assert (back.program, back.seed, back.kernel, back.source) == (fc.program, fc.seed, fc.kernel, None)
     assert json.loads(back.schedule) == json.loads(fc.schedule)
     assert main(["diff", str(path), "--trials", "2"]) == 0
     assert "MATCH" in capsys.readouterr().out

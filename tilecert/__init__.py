@@ -45,7 +45,7 @@ def capture(k: Union[Kernel, ir.Program], **config: Any) -> ir.Program:
     return k.capture(**config)
 
 
-def schedule(k: Kernel, **sizes_and_config: Any) -> Schedule:
+def schedule(k: Kernel, /, **sizes_and_config: Any) -> Schedule:
     """A ``Schedule`` of kernel ``k`` in loop form; given sizes are bound, the rest stay symbolic."""
     return Schedule.create(k, **sizes_and_config)
 

@@ -21,6 +21,10 @@ Legality: mixed radix is a bijection between ``[0, prod_j N_j)`` and ``prod_j [0
 so every dependence keeps its direction (``dependence``). The cuts between band loops vanish
 (coalesce) or appear (reshape); the cuts above and below the level map to themselves
 (``prefix_cut``: a vanishing cut must not be observed).
+
+The default name of a merged loop is its loops' names joined by ``*``, or the op's name
+when that would exceed ``MAX_DEFAULT_NAME`` characters (names would double with every
+split and fuse of the same loop otherwise).
 """
 from __future__ import annotations
 
@@ -32,6 +36,8 @@ from .. import loopir as L
 from ..index import IConst, IExpr, IVar, free_vars, ibin
 from .base import (Obligation, Piece, ScheduleError, Tau, Transformed, band, fresh_var, loop_name, map_node, names_arg,
                    nest, positive_int, proves, replace_loop, subst_node, substitute_many, the_loop, with_body)
+
+MAX_DEFAULT_NAME = 64
 
 
 def merge(p: ir.Program, names: tuple[str, ...], name: Optional[str], op: str) -> Transformed:
@@ -57,7 +63,8 @@ def merge(p: ir.Program, names: tuple[str, ...], name: Optional[str], op: str) -
         if read:
             raise ScheduleError(f"{op}: the extent {lp.extent} of loop {lp.name!r} reads loop {read[0]!r}, so the "
                                 "band is not a rectangle", hint="only a rectangular band merges into one loop")
-    f_name = loop_name(p, name, "*".join(names), op, freed=names)
+    default = "*".join(names)
+    f_name = loop_name(p, name, default if len(default) <= MAX_DEFAULT_NAME else op, op, freed=names)
     vf = fresh_var(p)()
     f = IVar(vf, 0)
     values: dict[int, IExpr] = {}

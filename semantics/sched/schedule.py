@@ -7,6 +7,12 @@ sizes and loop extents decide. An op with a ``bound_sizes`` parameter receives t
 sizes (facts it may use to prove its preconditions; not one of its recorded arguments).
 ``s.history`` lists the ops, ``s.save(path)`` writes them as JSON with the final program's
 digest, and ``Schedule.load(path, kernel)`` replays them and checks the digest.
+
+A schedule starts from a ``@tc.kernel`` (captured with the config values given) or from a
+``Program`` (e.g. one read with ``tc.load``: its config is fixed, so only config values
+equal to the program's are accepted). A file is checked against the schema of
+``schema.py`` before any op is replayed; an op that fails on replay is reported with its
+history index.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ from .. import ir
 from ..errors import InputError, SerializationError, TilecertError
 from ..expand import expand
 from ..interp import prepare_inputs
+from ..jsondata import parse_json
 from ..kernel import Kernel
 from ..limits import check_seed, check_size
 from ..loopinterp import interpret_loops
@@ -28,6 +35,7 @@ from ..printer import format_program
 from ..serialize import digest
 from .base import LoopInfo, ScheduleError, Transformed, loop_infos
 from .partition import partition_breakpoints
+from .schema import HINT, config_fits, schedule_data
 from .simplify import simplify
 
 OPS: dict[str, Callable[..., Transformed]] = {}
@@ -37,29 +45,43 @@ def register(name: str, fn: Callable[..., Transformed]) -> None:
     OPS[name] = fn
 
 
+Subject = Union[Kernel, ir.Program]
+
+
 class Schedule:
-    def __init__(self, kernel: Kernel, sizes: dict[str, int], config: dict[str, Any]) -> None:
+    def __init__(self, kernel: Subject, sizes: dict[str, int], config: dict[str, Any]) -> None:
         self.kernel = kernel
         self.sizes = dict(sizes)
         self.config = dict(config)
-        self.initial = simplify(expand(kernel.capture(**config)), self.sizes)
+        program = kernel.capture(**config) if isinstance(kernel, Kernel) else kernel
+        self.initial = simplify(expand(program), self.sizes)
         self.program = self.initial
         self.history: list[tuple[str, dict[str, Any]]] = []
         self.transforms: list[Transformed] = []
         self.programs: list[ir.Program] = [self.initial]  # op k turns programs[k] into programs[k + 1]
 
     @classmethod
-    def create(cls, kernel: Kernel, **sizes_and_config: Any) -> "Schedule":
-        if not isinstance(kernel, Kernel):
-            raise TilecertError(f"tc.schedule takes a @tc.kernel, got {type(kernel).__name__}",
+    def create(cls, kernel: Subject, /, **sizes_and_config: Any) -> "Schedule":
+        """A schedule of a kernel or a program; the arguments are sizes to bind and config values."""
+        if isinstance(kernel, Kernel):
+            defaults, size_names = kernel.config_defaults, kernel.size_names
+        elif isinstance(kernel, ir.Program):
+            defaults, size_names = dict(kernel.config), kernel.sizes
+        else:
+            raise TilecertError(f"tc.schedule takes a @tc.kernel or a Program, got {type(kernel).__name__}",
                                 hint="decorate the function with @tc.kernel")
-        config = {k: v for k, v in sizes_and_config.items() if k in kernel.config_defaults}
+        config = {k: v for k, v in sizes_and_config.items() if k in defaults}
         sizes = {k: v for k, v in sizes_and_config.items() if k not in config}
         for name, value in sizes.items():
-            if name not in kernel.size_names:
+            if name not in size_names:
                 raise ScheduleError(f"unknown size or config {name!r} for kernel {kernel.name}",
-                                    hint=f"sizes: {list(kernel.size_names)}; config: {sorted(kernel.config_defaults)}")
+                                    hint=f"sizes: {list(size_names)}; config: {sorted(defaults)}")
             sizes[name] = check_size(name, value, error=ScheduleError)
+        if isinstance(kernel, ir.Program):
+            for name, value in config.items():
+                if not (config_fits(value, defaults[name]) and value == defaults[name]):
+                    raise ScheduleError(f"the program fixes config {name}={defaults[name]!r}, not {value!r}",
+                                        hint="schedule the kernel itself to choose other config values")
         return cls(kernel, sizes, config)
 
     # ------------------------------------------------------------------ ops
@@ -131,38 +153,55 @@ class Schedule:
                            "digest": digest(self.program)}, indent=2)
 
     def save(self, path: Union[str, Path]) -> None:
-        Path(path).write_text(self.to_json())
+        try:
+            Path(path).write_text(self.to_json())
+        except OSError as exc:
+            raise SerializationError(f"cannot write schedule file {str(path)!r}: {exc.strerror}",
+                                     hint="give the path of a file in an existing, writable folder") from None
 
     @classmethod
-    def from_json(cls, text: str, kernel: Kernel) -> "Schedule":
-        try:
-            data = json.loads(text)
-            sizes, config, history = data["sizes"], data["config"], data["history"]
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise SerializationError(f"malformed schedule file: {exc}",
-                                     hint="a schedule file holds kernel, sizes, config, history and digest") from None
-        if data.get("kernel") != kernel.name:
-            raise SerializationError(f"the schedule is for kernel {data.get('kernel')!r}, not {kernel.name!r}",
+    def from_json(cls, text: str, kernel: Subject, file: str | None = None) -> "Schedule":
+        """The schedule ``text`` (``to_json``) describes, replayed on ``kernel`` (a kernel or a program).
+        The text is checked against the schema first; ``file`` locates errors (else the caller's line)."""
+        data, history = schedule_data(parse_json(text, "schedule file", HINT, file), OPS)
+        name = getattr(kernel, "name", None)
+        if data["kernel"] != name or not isinstance(kernel, (Kernel, ir.Program)):
+            raise SerializationError(f"the schedule is for kernel {data['kernel']!r}, not {name!r}",
                                      hint="load it with the kernel it was made for")
-        s = cls.create(kernel, **sizes, **config)
-        for entry in history:
-            if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], dict)):
-                raise SerializationError(f"malformed history entry {entry!r}", hint="entries are [op, {args}]")
-            s.apply(entry[0], **entry[1])
+        if isinstance(kernel, Kernel):
+            for key, value in data["config"].items():
+                if key in kernel.config_defaults and not config_fits(value, kernel.config_defaults[key]):
+                    raise SerializationError(f"config {key}={value!r} is not of the type of its default "
+                                             f"{kernel.config_defaults[key]!r}", hint=HINT)
+        both = sorted(set(data["sizes"]) & set(data["config"]))
+        if both:
+            raise SerializationError(f"{both[0]!r} is both a size and a config value in the schedule file", hint=HINT)
+        try:
+            s = cls.create(kernel, **data["sizes"], **data["config"])
+        except TilecertError as exc:
+            raise SerializationError(f"the sizes and config of the schedule file: {exc.message}",
+                                     hint=exc.hint) from exc
+        for k, (op, args) in enumerate(history):
+            try:
+                s.apply(op, **args)
+            except TilecertError as exc:
+                raise SerializationError(f"history entry {k} ({op}) does not replay: {exc.message}",
+                                         hint=exc.hint) from exc
         if data.get("digest") not in (None, digest(s.program)):
             raise SerializationError("the schedule does not replay to the program it was saved with",
                                      hint="the kernel changed since the schedule was saved; re-create the schedule")
         return s
 
     @classmethod
-    def load(cls, path: Union[str, Path], kernel: Kernel) -> "Schedule":
+    def load(cls, path: Union[str, Path], kernel: Subject) -> "Schedule":
         """The schedule saved at ``path`` by ``save``, replayed on ``kernel``."""
         try:
             text = Path(path).read_text()
-        except OSError as exc:
-            raise SerializationError(f"cannot read schedule file {str(path)!r}: {exc.strerror}",
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            raise SerializationError(f"cannot read schedule file {str(path)!r}: {reason}",
                                      hint="give the path of a file written by Schedule.save") from None
-        return cls.from_json(text, kernel)
+        return cls.from_json(text, kernel, str(path))
 
     def replay(self) -> "Schedule":
         """A fresh schedule with the same history (re-applied op by op)."""

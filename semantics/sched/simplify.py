@@ -10,11 +10,16 @@ scope, intersected with the enclosing guards and the bound sizes):
 - ``loop i in [0, 0): B`` -> (nothing)   (an empty loop runs no iteration)
 
 Conditions are decided with isl where they are quasi-affine; anything else is kept.
+A decision depends only on the condition and the context (bound sizes, loop variables with
+their ranges, facts), so it is memoized on exactly those: a schedule re-simplifies its whole
+program after every op, and the statements an op did not touch are decided again for free,
+which keeps replay linear in the number of ops.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import functools
+from typing import Any, Optional
 
 from .. import ir
 from .. import loopir as L
@@ -28,16 +33,27 @@ def conjuncts(cond: IExpr) -> list[IExpr]:
     return [cond]
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _decide(sizes: tuple[tuple[str, int], ...], loops: tuple[tuple[int, int, IExpr, IExpr], ...],
+            facts: tuple[IExpr, ...], cond: IExpr) -> Optional[bool]:
+    return Context(dict(sizes), list(loops), list(facts)).decide(cond)
+
+
+def decide(ctx: Context, cond: IExpr) -> Optional[bool]:
+    """``ctx.decide(cond)``, memoized on the whole context and the condition."""
+    return _decide(tuple(sorted(ctx.sizes.items())), tuple(ctx.vars), tuple(ctx.facts), cond)
+
+
 def simplify_cond(cond: IExpr, ctx: Context) -> IExpr:
     """``cond`` with proved conjuncts dropped; ``IConst(0)`` if one is refuted, ``IConst(1)`` if all hold."""
-    whole = ctx.decide(cond)
+    whole = decide(ctx, cond)
     if whole is not None:
         return IConst(int(whole))
     kept = []
     for c in conjuncts(cond):
         if c == IConst(1):
             continue
-        verdict = ctx.decide(c)
+        verdict = decide(ctx, c)
         if verdict is False:
             return IConst(0)
         if verdict is None:
