@@ -33,7 +33,7 @@ from tilecert.semantics.serialize import digest
 
 from .check import check
 from .solve import DEFAULT_TIMEOUT_MS
-from .target import DEFAULT_TARGET, Target
+from tilecert.semantics.bindings import DEFAULT_TARGET, Target
 from .verdict import DISPROVED, PROVED, UNKNOWN, Report
 
 Subject = Union[Schedule, ir.Program]
