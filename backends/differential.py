@@ -19,7 +19,7 @@ also names the link of the chain that broke: ``transform`` (specification and sc
 program differ, with the first differing cell, or only the scheduled program raises) or
 ``lowering`` (scheduled program and backend differ, or only the backend raises).
 
-Each comparison (``_difference``, the one place results are compared) uses the trial's
+Each comparison (``_Judge``, the one place results are compared) uses the trial's
 oracle (``oracle.oracle_for``, built from the scheduled program and the trial's inputs):
 bitwise where no admitted evaluation can differ, else a per-element bound by the magnitudes
 actually combined (see ``backends/oracle.py``).
@@ -176,7 +176,8 @@ class Chain:
     @classmethod
     def of(cls, subject: Union[Schedule, ir.Program]) -> "Chain":
         if isinstance(subject, Schedule):
-            return cls(subject.kernel.capture(**subject.config), subject.initial, subject.program)
+            spec = subject.specification
+            return cls(None if is_loop_form(spec.body) else spec, subject.initial, subject.program)
         loop = expand(subject)
         return cls(None if is_loop_form(subject.body) else subject, loop, loop)
 
@@ -217,21 +218,18 @@ def _trial(chain: Chain, run_backend, arrays: dict[str, np.ndarray], sizes: dict
     expected, spec_err = _attempt(spec if chain.spec is not None else scheduled)
     mid, mid_err = _attempt(scheduled) if chain.spec is not None else (expected, spec_err)
     got, backend_err = _attempt(lambda: run_backend(**copies()))
-    # the oracle follows the scheduled program (the expanded kernel when the scheduled one raised)
-    oracle, oracle_err = _attempt(lambda: oracle_for(program if mid_err is None else chain.initial, sizes, arrays))
-    if oracle_err is not None:
-        return Trial(seed, sizes, "invalid", order=order, detail=f"the oracle cannot run the program: {oracle_err.message}")
+    judge = _Judge(program if mid_err is None else chain.initial, sizes, arrays)
     broken: list[Link] = []
     if spec_err is None and mid_err is not None:
         broken.append(Link("transform", detail=f"only the scheduled program raises: {mid_err.message}"))
     elif spec_err is None:
-        bad = _difference(program, expected, mid, oracle, ("spec", "scheduled"))
+        bad = judge.difference(expected, mid, ("spec", "scheduled"))
         if bad is not None:
             broken.append(Link("transform", bad))
     if mid_err is None and backend_err is not None:
         broken.append(Link("lowering", detail=f"only the backend raises: {backend_err.message}"))
     elif mid_err is None:
-        bad = _difference(program, mid, got, oracle, ("scheduled", "backend"))
+        bad = judge.difference(mid, got, ("scheduled", "backend"))
         if bad is not None:
             broken.append(Link("lowering", bad))
     done = lambda outcome, **kw: Trial(seed, sizes, outcome, order=order, broken=tuple(broken), **kw)  # noqa: E731
@@ -241,7 +239,9 @@ def _trial(chain: Chain, run_backend, arrays: dict[str, np.ndarray], sizes: dict
         return done("invalid", detail=f"the specification rejects the inputs: {spec_err.message}")
     if backend_err is not None:
         return done("backend error", detail=backend_err.message)
-    bad = _difference(program, expected, got, oracle, ("spec", "backend"))
+    bad = judge.difference(expected, got, ("spec", "backend"))
+    if judge.error is not None:
+        return done("invalid", detail=f"the oracle cannot run the program on these inputs: {judge.error.message}")
     return done("mismatch", mismatch=bad) if bad is not None else done("match")
 
 
@@ -254,13 +254,29 @@ def _attempt(run: Callable[[], Mapping[str, np.ndarray]]) -> tuple[Optional[Mapp
         return None, exc
 
 
-def _difference(program: ir.Program, expected: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], oracle: Oracle,
-                labels: tuple[str, str]) -> Optional[Mismatch]:
-    """The first written tensor's first element where ``got`` differs from ``expected`` (by the oracle), or None.
-    This is the one place the harness compares results."""
-    for tn in program.tensors:
-        if tn.written:
-            bad = oracle.compare(tn.name, expected[tn.name], got[tn.name])
-            if bad is not None:
-                return replace(bad, labels=labels)
-    return None
+class _Judge:
+    """The one place the harness compares results: each written tensor by the trial's oracle, built on
+    first use from the loop-form program that follows the schedule (``oracle_for``). If building it
+    raises (the program has no meaning on these inputs), ``error`` holds why and nothing differs."""
+
+    def __init__(self, program: ir.Program, sizes: Mapping[str, int], arrays: Mapping[str, np.ndarray]) -> None:
+        self.program, self.sizes, self.arrays = program, sizes, arrays
+        self.oracle: Optional[Oracle] = None
+        self.error: Optional[ExecutionError] = None
+
+    def difference(self, expected: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray],
+                   labels: tuple[str, str]) -> Optional[Mismatch]:
+        """The first written tensor's first element where ``got`` differs from ``expected``, or None."""
+        if self.oracle is None and self.error is None:
+            try:
+                self.oracle = oracle_for(self.program, self.sizes, self.arrays)
+            except ExecutionError as exc:
+                self.error = exc
+        if self.oracle is None:
+            return None
+        for tn in self.program.tensors:
+            if tn.written:
+                bad = self.oracle.compare(tn.name, expected[tn.name], got[tn.name])
+                if bad is not None:
+                    return replace(bad, labels=labels)
+        return None

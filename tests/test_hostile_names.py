@@ -270,7 +270,7 @@ def test_loaded_programs_with_hostile_names_compile_and_match_the_interpreter(st
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed: emitted CUDA cannot be compiled here")
 def test_nvcc_compiles_a_hostile_named_program_to_one_kernel():
     k = renamed(template, "*/ __global__ void x() { /*", "__global__")
-    src = tc.emit(gpu_cases.gpu_schedule(k), target="cuda")
+    src = tc.emit(gpu_cases.gpu_schedule(k, **{"__global__": 64}), target="cuda")  # sizes bound: proved
     ptx = nvcc_check(src)
     kernels = re.findall(r'extern "C" __global__ void (\w+)\(', src)
     assert len(kernels) == len(re.findall(r"__global__ void", COMMENT.sub(" ", src))) >= 1

@@ -53,8 +53,9 @@ class Schedule:
         self.kernel = kernel
         self.sizes = dict(sizes)
         self.config = dict(config)
-        program = kernel.capture(**config) if isinstance(kernel, Kernel) else kernel
-        self.initial = simplify(expand(program), self.sizes)
+        self.specification = kernel.capture(**config) if isinstance(kernel, Kernel) else kernel
+        """The tile-level program the schedule must keep the meaning of."""
+        self.initial = simplify(expand(self.specification), self.sizes)
         self.program = self.initial
         self.history: list[tuple[str, dict[str, Any]]] = []
         self.transforms: list[Transformed] = []
