@@ -130,7 +130,9 @@ def check_schedule(s: Schedule, sizes: Optional[Mapping[str, int]] = None, *, ta
                                    listed=t.obligations, final=k == n - 1, proved_before=proved,
                                    datamaps=t.datamaps)
         report.extend(previous)
-    return _scoped(report, s.initial, bound)
+    report = _scoped(report, s.initial, bound)
+    s.checks.append((len(s.history), report))
+    return report
 
 
 def subjects(s: Schedule) -> list[str]:

@@ -88,5 +88,9 @@ class TilecertWarning(UserWarning):
     """Base of every warning tilecert gives (something was done differently than asked, safely)."""
 
 
+class UncheckedSizesWarning(TilecertWarning):
+    """A schedule was run at sizes none of its checks covered: its verdicts say nothing about this run."""
+
+
 class UnknownAttribute(CaptureError, AttributeError):
     """A capture-time value has no such attribute (an ``AttributeError`` too, so ``hasattr`` works)."""

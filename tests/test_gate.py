@@ -170,3 +170,24 @@ def test_the_readme_error_example_exists_and_fails_where_it_says():
     with pytest.raises(tc.CaptureError, match="parallel nests cannot mutate an outer value") as info:
         tc.capture(running_sum)
     assert info.value.loc.file.endswith("examples/bad.py") and info.value.loc.line == 12
+
+
+def test_running_a_schedule_at_sizes_no_check_covered_warns():
+    import warnings
+    s = tc.schedule(EXAMPLES["transpose"].kernel)
+    s.split(s.loops()[0].name, 2)
+    a = np.arange(20, dtype=np.float32).reshape(4, 5)
+    arrays = dict(A=a, B=np.zeros((5, 4), np.float32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s.run(**arrays)  # never checked: nothing to contradict
+    assert s.check(sizes={"M": 4, "N": 5}).ok
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s.run(**arrays)  # the checked sizes
+    with pytest.warns(tc.UncheckedSizesWarning, match="no check of it covered"):
+        s.run(A=a[:3], B=np.zeros((5, 3), np.float32))
+    assert s.check().ok  # symbolic sizes cover every run
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s.run(A=a[:3], B=np.zeros((5, 3), np.float32))

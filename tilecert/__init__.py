@@ -14,6 +14,7 @@ from tilecert.semantics import ir
 from tilecert.semantics.dtypes import DType, bf16, bool_, f16, f32, f64, i8, i16, i32, i64, u8
 from tilecert.semantics.errors import (CaptureError, ExecutionError, InputError, NoninterferenceError,
                                        ResourceError, SerializationError, TilecertError, TilecertWarning,
+                                       UncheckedSizesWarning,
                                        TypeMismatch)
 from tilecert.semantics.expand import expand
 from tilecert.semantics.interp import interpret, prepare_inputs
@@ -89,6 +90,6 @@ __all__ = [
     "mma", "matmul", "reshape",
     "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "bool_", "DType",
     "TilecertError", "CaptureError", "TypeMismatch", "InputError", "ExecutionError", "NoninterferenceError",
-    "SerializationError", "ScheduleError", "UnprovedScheduleError", "ResourceError", "TilecertWarning", "check",
+    "SerializationError", "ScheduleError", "UnprovedScheduleError", "ResourceError", "TilecertWarning", "UncheckedSizesWarning", "check",
     "compile", "emit", "differential", "DiffReport",
 ]

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import inspect
 import json
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Union
 
 import numpy as np
 
 from .. import ir
-from ..errors import InputError, SerializationError, TilecertError
+from ..errors import InputError, SerializationError, TilecertError, UncheckedSizesWarning
 from ..expand import expand
 from ..interp import prepare_inputs
 from ..jsondata import parse_json
@@ -53,6 +54,7 @@ class Schedule:
         self.kernel = kernel
         self.sizes = dict(sizes)
         self.config = dict(config)
+        self.checks: list[tuple[int, Any]] = []  # (history length, checker report) of each check of this schedule
         self.specification = kernel.capture(**config) if isinstance(kernel, Kernel) else kernel
         """The tile-level program the schedule must keep the meaning of."""
         self.initial = simplify(expand(self.specification), self.sizes)
@@ -117,7 +119,8 @@ class Schedule:
         raise AttributeError(name)
 
     def check(self, sizes: dict[str, int] | None = None, **options: Any) -> Any:
-        """Discharge the obligations of the initial program and of every op (a checker ``Report``)."""
+        """Discharge the obligations of the initial program and of every op (a checker ``Report``). The report is
+        remembered: ``run`` at sizes no check of the current history covered warns (``UncheckedSizesWarning``)."""
         from tilecert.checker import check  # imported on use: the checker depends on semantics, not the reverse
         return check(self, sizes, **options)
 
@@ -218,5 +221,11 @@ class Schedule:
             if sizes.get(name) != value:
                 raise InputError(f"size {name} is {sizes.get(name)} in the arrays but the schedule binds {value}",
                                  self.program.loc, "pass arrays of the scheduled sizes, or leave the size symbolic")
+        checks = [report for n, report in self.checks if n == len(self.history)]
+        if checks and not any(report.covers(sizes) for report in checks):
+            warnings.warn(UncheckedSizesWarning(
+                f"schedule of {self.kernel.name} runs at sizes {sizes}, which no check of it covered "
+                f"({'; '.join(report.scope() for report in checks)}): its verdicts say nothing about this run; "
+                "check it at these sizes with s.check(sizes=...)"), stacklevel=2)
         interpret_loops(self.program, sizes, data, order=order, seed=seed, checked=checked)
         return {name: data[name] for name in self.program.outputs}
