@@ -58,6 +58,7 @@ from .oracle import RULE, SIZE_RANGE, Mismatch, Oracle, draw_inputs, oracle_for
 FAILURES = ("mismatch", "backend error")
 ORDERS = ("canonical", "reverse", "shuffle")
 EDGE_EVERY = 3  # trial t uses edge values when t % EDGE_EVERY == EDGE_EVERY - 1
+RUNS = {"spec": "specification", "scheduled": "scheduled program", "backend": "backend"}
 LINKS = {"transform": "specification vs scheduled program", "lowering": "scheduled program vs backend"}
 
 
@@ -220,18 +221,15 @@ def _trial(chain: Chain, run_backend, arrays: dict[str, np.ndarray], sizes: dict
     got, backend_err = _attempt(lambda: run_backend(**copies()))
     judge = _Judge(program if mid_err is None else chain.initial, sizes, arrays)
     broken: list[Link] = []
-    if spec_err is None and mid_err is not None:
-        broken.append(Link("transform", detail=f"only the scheduled program raises: {mid_err.message}"))
-    elif spec_err is None:
-        bad = judge.difference(expected, mid, ("spec", "scheduled"))
-        if bad is not None:
-            broken.append(Link("transform", bad))
-    if mid_err is None and backend_err is not None:
-        broken.append(Link("lowering", detail=f"only the backend raises: {backend_err.message}"))
-    elif mid_err is None:
-        bad = judge.difference(mid, got, ("scheduled", "backend"))
-        if bad is not None:
-            broken.append(Link("lowering", bad))
+    runs = {"spec": (expected, spec_err), "scheduled": (mid, mid_err), "backend": (got, backend_err)}
+    for link, first, second in (("transform", "spec", "scheduled"), ("lowering", "scheduled", "backend")):
+        (want, first_err), (have, second_err) = runs[first], runs[second]
+        if first_err is not None:
+            continue
+        if second_err is not None:
+            broken.append(Link(link, detail=f"only the {RUNS[second]} raises: {second_err.message}"))
+        elif (bad := judge.difference(want, have, (first, second))) is not None:
+            broken.append(Link(link, bad))
     done = lambda outcome, **kw: Trial(seed, sizes, outcome, order=order, broken=tuple(broken), **kw)  # noqa: E731
     if spec_err is not None and backend_err is not None:
         return done("both rejected", detail=spec_err.message)
