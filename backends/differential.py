@@ -25,6 +25,8 @@ bitwise where no admitted evaluation can differ, else a per-element bound by the
 actually combined (see ``backends/oracle.py``).
 
 Outcomes of a trial: ``match``; ``mismatch`` (first differing index and both values);
+``inconclusive`` (nothing differs beyond the oracle's bounds, but some element's bound is at
+least its magnitude, so agreement there proves nothing: neither agreement nor failure);
 ``both rejected`` (specification and backend raised ``ExecutionError``: an out-of-bounds
 access or a zero divisor on these inputs, which counts as agreement); ``backend error``
 (only the backend raised, or it failed to build); ``invalid`` (only the specification
@@ -137,8 +139,14 @@ class DiffReport:
 
     @property
     def label(self) -> str:
-        """``MATCH`` (a certificate), ``UNPROVED`` (trials agreed, obligations open) or ``MISMATCH``."""
-        return "MATCH" if self.matched else ("UNPROVED" if self.agreed else "MISMATCH")
+        """``MATCH`` (a certificate), ``UNPROVED`` (trials agreed, obligations open), ``INCONCLUSIVE`` (no trial
+        failed, but some compared only vacuously) or ``MISMATCH``."""
+        if self.matched:
+            return "MATCH"
+        if self.agreed:
+            return "UNPROVED"
+        inconclusive = any(t.outcome == "inconclusive" for t in self.trials)
+        return "INCONCLUSIVE" if inconclusive and not self.failed else "MISMATCH"
 
     @property
     def failed(self) -> bool:
@@ -240,7 +248,14 @@ def _trial(chain: Chain, run_backend, arrays: dict[str, np.ndarray], sizes: dict
     bad = judge.difference(expected, got, ("spec", "backend"))
     if judge.error is not None:
         return done("invalid", detail=f"the oracle cannot run the program on these inputs: {judge.error.message}")
-    return done("mismatch", mismatch=bad) if bad is not None else done("match")
+    if bad is not None:
+        return done("mismatch", mismatch=bad)
+    vacuous = judge.vacuous(expected)
+    if vacuous:
+        return done("inconclusive", detail=f"{vacuous} elements have a bound at least their magnitude: admitted "
+                    "evaluations may differ by more than the value there, so agreement proves nothing (use a wider "
+                    "accumulating dtype or shorter reductions)")
+    return done("match")
 
 
 def _attempt(run: Callable[[], Mapping[str, np.ndarray]]) -> tuple[Optional[Mapping[str, np.ndarray]],
@@ -261,6 +276,12 @@ class _Judge:
         self.program, self.sizes, self.arrays = program, sizes, arrays
         self.oracle: Optional[Oracle] = None
         self.error: Optional[ExecutionError] = None
+
+    def vacuous(self, expected: Mapping[str, np.ndarray]) -> int:
+        """How many written elements the oracle can compare only vacuously (``Oracle.vacuous``)."""
+        if self.oracle is None:
+            return 0
+        return sum(self.oracle.vacuous(tn.name, expected[tn.name]) for tn in self.program.tensors if tn.written)
 
     def difference(self, expected: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray],
                    labels: tuple[str, str]) -> Optional[Mismatch]:

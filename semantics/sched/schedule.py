@@ -28,7 +28,7 @@ from .. import ir
 from ..errors import InputError, SerializationError, TilecertError, UncheckedSizesWarning
 from ..expand import expand
 from ..interp import prepare_inputs
-from ..jsondata import parse_json
+from ..jsondata import INT64, parse_json
 from ..kernel import Kernel
 from ..limits import check_seed, check_size
 from ..loopinterp import interpret_loops
@@ -47,6 +47,14 @@ def register(name: str, fn: Callable[..., Transformed]) -> None:
 
 
 Subject = Union[Kernel, ir.Program]
+
+
+def _fits_int64(value: Any) -> bool:
+    """Whether every integer in ``value`` (an op argument: a scalar, or lists and tuples of them) is in int64;
+    the backends compute indices in int64, so a larger factor or breakpoint would wrap there."""
+    if isinstance(value, (list, tuple)):
+        return all(_fits_int64(v) for v in value)
+    return not isinstance(value, int) or isinstance(value, bool) or INT64[0] <= value <= INT64[1]
 
 
 class Schedule:
@@ -98,6 +106,10 @@ class Schedule:
         except TypeError as exc:
             raise ScheduleError(f"{op}: {exc}", hint=f"signature: {op}{inspect.signature(fn)}") from None
         params = dict(list(bound.arguments.items())[1:])
+        for name, value in params.items():
+            if not _fits_int64(value):
+                raise ScheduleError(f"{op}: argument {name}={value!r} holds an integer outside int64",
+                                    hint=f"integer arguments of schedule ops lie in [{INT64[0]}, {INT64[1]}]")
         if "bound_sizes" in params:  # an op that proves facts gets the schedule's bound sizes, never a caller's
             raise ScheduleError(f"{op}: bound_sizes come from the schedule",
                                 hint="bind sizes in tc.schedule(kernel, ...)")
