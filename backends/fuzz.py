@@ -86,6 +86,11 @@ class FuzzCase:
             raise SerializationError(f"the fuzz case file has no {(missing or ['program'])[0]!r} field", loc, HINT)
         if data["seed"] < 0:
             raise SerializationError(f"seed {data['seed']} is negative", loc, "trial seeds are ints >= 0")
+        if data.get("version", 1) not in (1, VERSION):
+            raise SerializationError(f"fuzz case file version {data['version']} is not 1 or {VERSION}", loc, HINT)
+        if isinstance(data.get("program"), dict) and data["program"].get("name") != data["kernel"]:
+            raise SerializationError(f"the case names kernel {data['kernel']!r} but its program is "
+                                     f"{data['program'].get('name')!r}", loc, HINT)
         program = data.get("program")
         return cls(None if program is None else json.dumps(program), json.dumps(data["schedule"]), data["seed"],
                    data["kernel"], data.get("source"))

@@ -63,6 +63,8 @@ def parse_json(text: Any, what: str, hint: str, file: str | None = None) -> Any:
         raise fail(f"not JSON ({exc.msg}, line {exc.lineno} column {exc.colno})", exc.lineno) from None
     except UnicodeDecodeError as exc:
         raise fail(f"not UTF-8 text ({exc.reason})") from None
+    except ValueError as exc:  # e.g. an integer literal beyond the interpreter's digit limit
+        raise fail(f"not readable JSON ({exc})") from None
     if _depth(value) > MAX_DEPTH:
         raise fail(f"the JSON is nested more than {MAX_DEPTH} deep")
     return value

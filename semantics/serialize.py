@@ -15,7 +15,10 @@ from typing import Any, Union
 
 from . import index, ir, loopir
 from .errors import Loc, SerializationError
+from .dtypes import DTYPES
+from .index import INDEX_OPS
 from .jsondata import conforms, parse_json
+from .ufuncs import BINARY, UNARY
 
 _CLASSES: dict[str, type] = {
     cls.__name__: cls
@@ -46,6 +49,20 @@ def to_tree(obj: Any) -> Any:
 _FIELD_OVERRIDES = {("Block", "ops"): tuple[Union[ir.Op, loopir.Stmt], ...]}
 
 
+# fields that hold a name from a closed set: (node class or "*", field) -> the admitted names
+_ENUMS: dict[tuple[str, str], Any] = {
+    ("*", "dtype"): DTYPES, ("*", "bounds"): ir.BOUNDS, ("*", "policy"): ir.POLICIES,
+    ("Unary", "fn"): UNARY, ("Un", "fn"): UNARY, ("Binary", "fn"): BINARY, ("Bin", "fn"): BINARY,
+    ("IBin", "op"): INDEX_OPS, ("Loop", "kind"): loopir.LOOP_KINDS,
+}
+
+
+def _admitted(name: str, key: str, value: Any) -> bool:
+    """Whether a string field that names one of a closed set (``_ENUMS``) holds a member of it."""
+    allowed = _ENUMS.get((name, key), _ENUMS.get(("*", key)))
+    return allowed is None or not isinstance(value, str) or value in allowed
+
+
 @functools.lru_cache(maxsize=None)
 def _field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
@@ -65,6 +82,10 @@ def from_tree(node: Any) -> Any:
         for key, value in fields.items():
             if not conforms(value, _FIELD_OVERRIDES.get((name, key), hints.get(key, Any))):
                 raise SerializationError(f"malformed {name} node: field {key!r} holds {repr(value)[:80]}",
+                                         hint="the file is not a tilecert program")
+            if not _admitted(name, key, value):
+                raise SerializationError(f"malformed {name} node: field {key!r} holds {value[:80]!r}, not one of "
+                                         f"{sorted(_ENUMS.get((name, key), _ENUMS.get(('*', key))))}",
                                          hint="the file is not a tilecert program")
         try:
             return cls(**fields)

@@ -276,3 +276,12 @@ def test_a_case_whose_program_is_tampered_is_refused(tmp_path):
     data["program"]["tensors"][0]["written"] = "yes"
     case = FuzzCase.from_json(json.dumps(data))
     raises_typed(SerializationError, case.schedule_for)
+
+
+@pytest.mark.parametrize("field, bad", [('"dtype": "f32"', '"dtype": "x"'), ('"bounds": "zero"', '"bounds": "x"'),
+                                        ('"fn": "exp"', '"fn": "x"'), ('"op": "mul"', '"op": "pow"')])
+def test_loaded_programs_name_only_known_dtypes_policies_and_ops(field, bad):
+    text = tc.dump(tc.capture(EXAMPLES["softmax"].kernel))
+    assert field in text
+    with pytest.raises(tc.SerializationError, match="not one of"):
+        tc.load(text.replace(field, bad, 1))

@@ -229,3 +229,17 @@ def test_the_installed_command_prints_no_traceback(files, argv, expected):
     assert "Traceback" not in done.stdout + done.stderr
     check_rendered(done.stderr, files, expected)
     assert str(script) not in done.stderr and "bin/tilecert" not in done.stderr
+
+
+def test_a_user_file_that_exits_zero_is_no_pass(tmp_path, capsys):
+    f = tmp_path / "quits.py"
+    f.write_text("import sys\nimport tilecert as tc\nfrom tilecert import i32\n\n@tc.kernel\n"
+                 "def k(X: tc.Tensor[i32, 'N']):\n    pass\n\nsys.exit(0)\n")
+    assert main(["check", str(f)]) == 2
+    assert "exit(0)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--size", "N=8", "--size", "N=9"], ["--kernel", ""]])
+def test_conflicting_sizes_and_empty_kernel_names_are_usage_errors(argv, capsys):
+    assert main(["emit", str(HERE.parent / "examples" / "elementwise.py")] + argv) == 2
+    assert capsys.readouterr().err.startswith("error: ")

@@ -112,7 +112,7 @@ def definitions(args: argparse.Namespace, kinds: tuple[type, ...]) -> dict[str, 
     module = load_module(path)
     found = {name: obj for name, obj in vars(module).items() if isinstance(obj, kinds)}
     what = " or ".join("kernel" if k is tc.Kernel else "schedule" for k in kinds)
-    if args.kernel:
+    if args.kernel is not None:
         if args.kernel not in found:
             raise UsageError(f"no {what} {args.kernel!r} in {path}", Loc(str(path), 0),
                              f"found: {', '.join(sorted(found)) or 'none'}")
@@ -127,6 +127,10 @@ def targets_in(args: argparse.Namespace) -> list:
     """The kernels (as schedules when sizes are given) and schedules a Python file defines."""
     found = definitions(args, (tc.Kernel, tc.Schedule))
     sizes = dict(args.size or [])
+    for name, value in args.size or []:
+        if sizes[name] != value:
+            raise UsageError(f"--size {name} is given twice, as {value} and {sizes[name]}", COMMAND_LINE,
+                             "give each size once")
     return [tc.schedule(obj, **sizes) if isinstance(obj, tc.Kernel) and sizes else obj for obj in found.values()]
 
 
@@ -356,15 +360,15 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; every failure is rendered by ``report_error`` (exit 2, or the error's ``exit_status``)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     outside = {os.path.abspath(f.f_code.co_filename) for f in _frames(sys._getframe(1))}
-    user_file: Optional[str] = None
     try:
-        args = build_parser().parse_args(argv)
-        user_file = getattr(args, "file", None)
+        args = build_parser().parse_args(argv)  # --help exits 0 here, and only here
+    except UsageError as exc:
+        return report_error(exc, None, outside, "--traceback" in argv)
+    user_file: Optional[str] = getattr(args, "file", None)
+    try:
         return COMMANDS[args.cmd](args)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 -- every failure becomes one located line
-        if isinstance(exc, SystemExit) and exc.code in (0, None):
-            raise  # --help
-        return report_error(exc, user_file, outside, "--traceback" in argv)
+        return report_error(exc, user_file, outside, "--traceback" in argv)  # a user's exit(0) is no pass
 
 
 def _frames(frame: Any) -> list[Any]:
