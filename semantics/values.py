@@ -218,6 +218,8 @@ def cdiv(a: Any, b: Any) -> Any:
     ea, eb = as_index(a), as_index(b)
     if ea is None or eb is None:
         raise CaptureError("tc.cdiv takes ints or index expressions", hint="cdiv(M, bm)")
+    if eb == IConst(0):
+        raise CaptureError("tc.cdiv by zero", hint="the divisor (a block size?) must be positive, e.g. bm=4")
     return Idx(_icdiv(ea, eb)) if not (isinstance(a, int) and isinstance(b, int)) else -(-a // b)
 
 

@@ -285,3 +285,8 @@ def test_loaded_programs_name_only_known_dtypes_policies_and_ops(field, bad):
     assert field in text
     with pytest.raises(tc.SerializationError, match="not one of"):
         tc.load(text.replace(field, bad, 1))
+
+
+def test_a_zero_block_size_is_a_capture_error_not_a_proved_program():
+    with pytest.raises(tc.CaptureError, match="cdiv by zero"):
+        tc.emit(EXAMPLES["elementwise"].kernel, bn=0)
