@@ -290,3 +290,11 @@ def test_loaded_programs_name_only_known_dtypes_policies_and_ops(field, bad):
 def test_a_zero_block_size_is_a_capture_error_not_a_proved_program():
     with pytest.raises(tc.CaptureError, match="cdiv by zero"):
         tc.emit(EXAMPLES["elementwise"].kernel, bn=0)
+
+
+@pytest.mark.parametrize("call", [lambda s: s.check(bogus=1), lambda s: s.check(sizes=[("M", 3)]), lambda s: s.save(3)])
+def test_schedule_methods_refuse_wrong_arguments_with_typed_errors(call):
+    s = tc.schedule(EXAMPLES["transpose"].kernel)
+    with pytest.raises(tc.TilecertError) as info:
+        call(s)
+    assert info.value.hint

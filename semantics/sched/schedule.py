@@ -134,6 +134,11 @@ class Schedule:
         """Discharge the obligations of the initial program and of every op (a checker ``Report``). The report is
         remembered: ``run`` at sizes no check of the current history covered warns (``UncheckedSizesWarning``)."""
         from tilecert.checker import check  # imported on use: the checker depends on semantics, not the reverse
+        known = set(inspect.signature(check).parameters) - {"subject", "sizes"}
+        if set(options) - known or not (sizes is None or isinstance(sizes, dict)):
+            wrong = sorted(set(options) - known) or [f"sizes={sizes!r}"]
+            raise InputError(f"s.check: {wrong[0]} is not an option of the check", self.program.loc,
+                             f"s.check(sizes={{'N': 64}}, {', '.join(f'{k}=...' for k in sorted(known))})")
         return check(self, sizes, **options)
 
     # ------------------------------------------------------------------ views
@@ -169,6 +174,10 @@ class Schedule:
                            "digest": digest(self.program)}, indent=2)
 
     def save(self, path: Union[str, Path]) -> None:
+        """Write ``to_json`` to the file ``path`` (a str or a Path)."""
+        if not isinstance(path, (str, Path)):
+            raise SerializationError(f"a schedule file path is a str or a Path, not {type(path).__name__}",
+                                     self.program.loc, "e.g. s.save('gemm.schedule.json')")
         try:
             Path(path).write_text(self.to_json())
         except OSError as exc:
