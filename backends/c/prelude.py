@@ -89,24 +89,16 @@ _HEAD = r"""#include <stdint.h>
     else if (r < -9223372036854775808.0) r += 18446744073709551616.0;
     return (int64_t)r;
 }
+"""
 
-/* float max / min: IEEE 754-2019 maximum / minimum (NaN propagates; min(+0,-0) = -0, max(+0,-0) = +0) */
-%(fn)s float tc_fmax_f(float a, float b) {
+_FLOAT_MINMAX = r"""
+/* %(T)s max / min: IEEE 754-2019 maximum / minimum (NaN propagates; min(+0,-0) = -0, max(+0,-0) = +0) */
+%(fn)s %(T)s tc_fmax_%(n)s(%(T)s a, %(T)s b) {
     if (a != a || b != b) return a + b;
     if (a == b) return signbit(a) ? b : a;
     return a > b ? a : b;
 }
-%(fn)s float tc_fmin_f(float a, float b) {
-    if (a != a || b != b) return a + b;
-    if (a == b) return signbit(a) ? a : b;
-    return a < b ? a : b;
-}
-%(fn)s double tc_fmax_d(double a, double b) {
-    if (a != a || b != b) return a + b;
-    if (a == b) return signbit(a) ? b : a;
-    return a > b ? a : b;
-}
-%(fn)s double tc_fmin_d(double a, double b) {
+%(fn)s %(T)s tc_fmin_%(n)s(%(T)s a, %(T)s b) {
     if (a != a || b != b) return a + b;
     if (a == b) return signbit(a) ? a : b;
     return a < b ? a : b;
@@ -133,6 +125,7 @@ def prelude(qualifier: str = "static inline") -> str:
     """The helper text (deterministic: part of every emitted source); ``qualifier`` declares each
     helper (the CUDA backend makes them ``__host__ __device__``)."""
     parts = [_HEAD % {"div": ERR_DIV_ZERO, "mem": ERR_NO_MEMORY, "fn": qualifier}]
+    parts += [_FLOAT_MINMAX % {"T": t, "n": n, "fn": qualifier} for t, n in (("float", "f"), ("double", "d"))]
     for name, (t, u) in INT_TYPES.items():
         parts.append(_INT_OPS % {"T": t, "U": u, "W": _WIDE[name], "n": name, "fn": qualifier})
     return "".join(parts)
