@@ -163,7 +163,7 @@ def test_a_tampered_source_in_the_folder_is_not_compiled(private_cache):
     assert _answer(build.build(SOURCE, build.FLAGS, shared=True)) == 42
 
 
-def _fallback(root) -> None:
+def check_falls_back(root) -> None:
     with pytest.warns(CacheWarning, match="unusable"):
         binary = build.build(SOURCE, build.FLAGS, shared=True)
     assert not str(binary).startswith(str(root)) and _answer(binary) == 42
@@ -174,13 +174,13 @@ def test_a_cache_root_that_is_a_file_falls_back_with_a_warning(tmp_path, monkeyp
     root = tmp_path / "file"
     root.write_text("x")
     monkeypatch.setenv("TILECERT_CACHE", str(root))
-    _fallback(root)
+    check_falls_back(root)
 
 
 def test_a_cache_under_a_file_falls_back_with_a_warning(tmp_path, monkeypatch):
     (tmp_path / "file").write_text("x")
     monkeypatch.setenv("TILECERT_CACHE", str(tmp_path / "file" / "cache"))
-    _fallback(tmp_path / "file")
+    check_falls_back(tmp_path / "file")
 
 
 @pytest.mark.parametrize("mode", [0o777, 0o770, 0o702])
@@ -189,7 +189,7 @@ def test_a_shared_cache_folder_falls_back_with_a_warning(tmp_path, monkeypatch, 
     root.mkdir()
     root.chmod(mode)
     monkeypatch.setenv("TILECERT_CACHE", str(root))
-    _fallback(root)
+    check_falls_back(root)
 
 
 def test_a_cache_folder_owned_by_someone_else_falls_back(tmp_path, monkeypatch):
@@ -199,7 +199,7 @@ def test_a_cache_folder_owned_by_someone_else_falls_back(tmp_path, monkeypatch):
     root.mkdir(mode=0o700)
     os.chown(root, 12345, 12345)
     monkeypatch.setenv("TILECERT_CACHE", str(root))
-    _fallback(root)
+    check_falls_back(root)
 
 
 def test_a_read_only_cache_folder_falls_back(tmp_path, monkeypatch):
@@ -207,7 +207,7 @@ def test_a_read_only_cache_folder_falls_back(tmp_path, monkeypatch):
     root.mkdir(mode=0o700)
     monkeypatch.setenv("TILECERT_CACHE", str(root))
     monkeypatch.setattr(cache.tempfile, "mkstemp", _read_only_mkstemp(root))
-    _fallback(root)
+    check_falls_back(root)
 
 
 def _read_only_mkstemp(root):
@@ -317,7 +317,7 @@ def test_async_kernels_are_refused():
     with pytest.raises(tc.CaptureError, match="coroutine"):
         @tc.kernel
         async def coro(X: tc.Tensor[f32, "N"]):
-            pass
+            X.tile((0,), (4,)).store(X.tile((0,), (4,)).load())
 
 
 def test_double_decoration_classes_and_non_functions_are_refused_where_decorated():
@@ -327,7 +327,7 @@ def test_double_decoration_classes_and_non_functions_are_refused_where_decorated
     with pytest.raises(tc.CaptureError, match="class"):
         @tc.kernel
         class K:
-            pass
+            """A class is not a kernel."""
     for thing in (print, len, 3, "f", np.exp):
         raises_typed(tc.CaptureError, tc.kernel, thing)
 
