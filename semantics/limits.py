@@ -16,8 +16,8 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .errors import InputError, Loc, ResourceError, TilecertError
+from .jsondata import INT64
 
-INT64_MAX = 2 ** 63 - 1
 DEFAULT_MAX_BYTES = 16 * 2 ** 30
 MAX_BYTES: Optional[int] = None  # set to override $TILECERT_MAX_BYTES in this process
 ENV = "TILECERT_MAX_BYTES"
@@ -33,7 +33,7 @@ def check_size(name: str, value: Any, loc: Optional[Loc] = None,
     if not _is_int(value):
         raise error(f"size {name} must be an int, got {type(value).__name__} {value!r}", loc,
                     f"pass an int, e.g. {name}=64")
-    if not 0 <= int(value) <= INT64_MAX:
+    if not 0 <= int(value) <= INT64[1]:
         raise error(f"size {name} must be in 0 .. 2**63 - 1 (int64), got {int(value)}", loc,
                     "sizes are int64 in every backend")
     return int(value)

@@ -46,7 +46,6 @@ from .interp import _pad
 from .limits import allocatable
 from .ufuncs import BINARY, MERGE, UNARY
 
-CONCURRENT_BINDINGS = SCOPES  # every hardware binding runs its instances concurrently
 LOCKSTEP = THREAD_SCOPES + ("vector",)  # bindings whose instances run statement by statement together
 
 
@@ -396,7 +395,7 @@ class _Lanes(Sequence):
 
 def concurrent(lp: L.Loop) -> bool:
     """Whether a loop's iterations run concurrently: a parallel loop, or any hardware binding."""
-    return lp.kind == "parallel" or L.binding_kind(lp.binding) in CONCURRENT_BINDINGS
+    return lp.kind == "parallel" or L.binding_kind(lp.binding) in SCOPES
 
 
 def interpret_loops(p: ir.Program, sizes: Mapping[str, int], arrays: dict[str, np.ndarray], *,

@@ -31,6 +31,7 @@ from examples import EXAMPLES, output_names
 from tilecert import strategies
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
+from tilecert.semantics.loopinterp import LOCKSTEP
 from tilecert.semantics.sched import OPS, Schedule
 from tilecert.semantics.sched.base import ScheduleError
 
@@ -41,7 +42,6 @@ PER_EXAMPLE = max(settings.default.max_examples // 4, 3)
 ORDER_PRESERVING = {"split", "pad", "partition", "unroll", "insert_unit", "remove_unit", "expand_zero", "fuse",
                     "coalesce", "reshape"}
 PERMUTING = {"swap", "reorder", "tile"}
-LOCKSTEP = ("block", "warp", "lane", "vector")
 FREELY_ORDERED = ("parallel", "reduce")
 RAGGED = {
     "gemm": dict(M=4, K=8, N=6), "gemm_i32": dict(M=4, K=8, N=6), "rowreduce": dict(M=5, N=11),

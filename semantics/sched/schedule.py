@@ -28,7 +28,7 @@ from .. import ir
 from ..errors import InputError, SerializationError, TilecertError, UncheckedSizesWarning
 from ..expand import expand
 from ..interp import prepare_inputs
-from ..jsondata import INT64, parse_json
+from ..jsondata import INT64, conforms, parse_json
 from ..kernel import Kernel
 from ..limits import check_seed, check_size
 from ..loopinterp import interpret_loops
@@ -54,7 +54,7 @@ def _fits_int64(value: Any) -> bool:
     the backends compute indices in int64, so a larger factor or breakpoint would wrap there."""
     if isinstance(value, (list, tuple)):
         return all(_fits_int64(v) for v in value)
-    return not isinstance(value, int) or isinstance(value, bool) or INT64[0] <= value <= INT64[1]
+    return not isinstance(value, int) or isinstance(value, bool) or conforms(value, int)
 
 
 class Schedule:
