@@ -63,9 +63,8 @@ def emit(obj: Compilable, target: str = "c", allow_unproved: bool = False, **con
     """The validated source of ``obj`` for ``target`` (``cuda`` and ``cuda-host`` share one source), headed
     by what was proved; ``UnprovedScheduleError`` unless the schedule is proved or ``allow_unproved``."""
     check_target(target)
-    s = subject(obj, config)
-    proof = require(s, allow_unproved=allow_unproved, action="emit")
-    return (emit_cuda if target in CUDA_TARGETS else emit_c)(*resolve(s, {}), proof)
+    program, sizes, proof = _gated(obj, config, allow_unproved, "emit")
+    return (emit_cuda if target in CUDA_TARGETS else emit_c)(program, sizes, proof)
 
 
 def compile(obj: Compilable, target: str = "c", sanitize: bool = False, allow_unproved: bool = False,  # noqa: A001
@@ -77,9 +76,16 @@ def compile(obj: Compilable, target: str = "c", sanitize: bool = False, allow_un
     ``UnprovedScheduleError`` unless the schedule is proved or ``allow_unproved``.
     """
     check_target(target)
+    program, sizes, proof = _gated(obj, config, allow_unproved, "compile")
+    return _build(program, sizes, proof, target, sanitize)
+
+
+def _gated(obj: Compilable, config: Mapping[str, Any], allow_unproved: bool,
+           action: str) -> tuple[ir.Program, dict[str, int], Proof]:
+    """The scheduled program, its bound sizes and the gate's ``Proof`` (``UnprovedScheduleError`` first)."""
     s = subject(obj, config)
-    proof = require(s, allow_unproved=allow_unproved, action="compile")
-    return _build(*resolve(s, {}), proof, target, sanitize)
+    proof = require(s, allow_unproved=allow_unproved, action=action)
+    return (*resolve(s, {}), proof)
 
 
 def _build(program: ir.Program, sizes: Mapping[str, int], proof: Proof, target: str, sanitize: bool) -> CKernel:
