@@ -15,7 +15,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .errors import InputError, Loc, ResourceError, TilecertError
+from .errors import ExecutionError, InputError, Loc, ResourceError, TilecertError
 from .jsondata import INT64
 
 DEFAULT_MAX_BYTES = 16 * 2 ** 30
@@ -64,7 +64,12 @@ def max_bytes() -> int:
 
 
 def check_allocation(shape: Sequence[int], itemsize: int, what: str, loc: Optional[Loc] = None) -> None:
-    """Refuse an array of ``shape`` with ``itemsize``-byte elements beyond ``max_bytes()`` (``ResourceError``)."""
+    """Refuse an array of ``shape`` with a negative extent (``ExecutionError``: such an allocation has no
+    meaning) or with ``itemsize``-byte elements beyond ``max_bytes()`` (``ResourceError``)."""
+    if any(int(s) < 0 for s in shape):
+        raise ExecutionError(f"{what} has a negative extent: shape {tuple(int(s) for s in shape)}", loc,
+                             "every allocation's extent must be >= 0 at these sizes (the checker's bounds "
+                             "obligation proves it)")
     need = math.prod(int(s) for s in shape) * itemsize
     bound = max_bytes()
     if need > bound:

@@ -43,7 +43,7 @@ from .dtypes import dtype_of, store_as
 from .errors import ExecutionError, Loc
 from .index import IExpr, evaluate
 from .interp import _pad
-from .limits import allocatable
+from .limits import allocatable, check_allocation
 from .ufuncs import BINARY, MERGE, UNARY
 
 LOCKSTEP = THREAD_SCOPES + ("vector",)  # bindings whose instances run statement by statement together
@@ -93,7 +93,10 @@ class LoopInterpreter:
 
     # ------------------------------------------------------------------ buffers
     def st_Decl(self, st: L.Decl) -> None:
-        shape = tuple(int(np.max(self.idx(s))) if np.ndim(self.idx(s)) else int(self.idx(s)) for s in st.buf.shape)
+        extents = [self.idx(s) for s in st.buf.shape]
+        if any(np.min(e) < 0 for e in extents if np.size(e)):  # some instance's extent is negative
+            check_allocation(tuple(int(np.min(e)) for e in extents), 0, f"buffer {st.buf.name}", st.loc)
+        shape = tuple(int(np.max(e)) if np.ndim(e) else int(e) for e in extents)
         storage = dtype_of(st.buf.dtype).storage
         full = allocatable(tuple(self.batch) + shape, storage.itemsize, f"buffer {st.buf.name}", st.loc)
         self.bufs[st.buf.name] = (np.zeros(full, storage), self.depth)

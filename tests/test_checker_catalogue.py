@@ -293,4 +293,5 @@ def test_an_allocation_of_negative_extent_is_disproved_with_the_sizes_as_witness
     r = check_program(p)
     (w,) = [v.witness for v in r.verdicts("bounds")]
     assert status(r, "bounds") == "disproved" and "negative extent" in w.summary and dict(w.sizes) == {"N": 0}
+    assert w.replay.startswith("CONFIRMED") and "negative extent" in w.replay, w.replay  # the interpreter refuses it
     assert status(check_program(p, {"N": 1}), "bounds") == "proved"
