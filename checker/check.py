@@ -9,9 +9,12 @@
   program before the op to the program after it (both as the schedule stored them, i.e.
   after the simplifier ran, so the simplifier's rewrites are checked too).
 
-A transform that introduces scalar temporaries or private tiles is compared through them, as
-its op declares them (``Transformed.datamaps``, ``forwarding.py``).
-An obligation kind an op lists that this checker does not discharge is reported unknown.
+A transform that mints buffers is compared through them as its op declares them
+(``Transformed.datamaps``): each declaration is verified first (``datamap``, ``forwarding.py``),
+and a declaration not proved leaves the comparison unknown. Per op, the report keeps the kinds
+the op stated (``Report.stated``) beside the results (``Report.contract``): a stated kind with no
+decision procedure here is reported unknown; ``containment`` and ``hardware_limits`` stated by an op
+before the last are discharged on the final program.
 Along a schedule, a program obligation proved before an op is re-checked after it only for
 the statements and pairs the op touched (the rest are, term for term, the same formulas).
 Sizes: a schedule's bound sizes plus ``sizes`` (which may fix more sizes, never contradict a
@@ -26,8 +29,7 @@ from typing import Any, Callable, Collection, Mapping, Optional, Sequence
 from tilecert.semantics import ir
 from tilecert.semantics.expand import expand
 from tilecert.semantics.kernel import Kernel
-from tilecert.semantics.sched.base import Obligation, Tau
-from tilecert.semantics.sched.datamap import DataMap
+from tilecert.semantics.transform import DataMap, Kind, Obligation, Renamed, Tau
 from tilecert.semantics.sched.schedule import Schedule
 
 from . import forwarding, replay as replays
@@ -40,8 +42,10 @@ from .solve import DEFAULT_TIMEOUT_MS
 from tilecert.semantics.bindings import DEFAULT_TARGET, Target
 from .verdict import DISPROVED, Report, Result, Verdict, unknown, with_replay
 
-CHECKED = ("coverage", "prefix_cut", "dependence", "noninterference", "reduction_policy", "barrier_uniform", "bounds",
-           "containment", "hardware_limits")
+DISCHARGED = frozenset({Kind.COVERAGE, Kind.PREFIX_CUT, Kind.DEPENDENCE, Kind.DATAMAP, Kind.NONINTERFERENCE,
+                        Kind.REDUCTION_POLICY, Kind.BARRIER_UNIFORM, Kind.BOUNDS, Kind.CONTAINMENT,
+                        Kind.HARDWARE_LIMITS})
+"""The obligation kinds this checker decides; a stated kind outside it is reported unknown."""
 
 
 def check(subject: Any, sizes: Optional[Mapping[str, int]] = None, *, target: Target = DEFAULT_TARGET,
@@ -88,7 +92,7 @@ def check_transform(before: ir.Program, after: ir.Program, tau: Tau, sizes: Opti
     def comparison() -> Any:
         if "compared" not in memo:
             memo["c"] = correspond(old, new, tau, timeout_ms, datamaps)
-            memo["compared"] = forwarding.through_temporaries(memo["c"], tau, timeout_ms, datamaps)
+            memo["compared"], memo["declared"] = forwarding.read_through(memo["c"], tau, timeout_ms, datamaps)
         return memo["compared"]
 
     def verdict(kind: str, module: Any) -> Verdict:
@@ -97,17 +101,27 @@ def check_transform(before: ir.Program, after: ir.Program, tau: Tau, sizes: Opti
         compared = comparison()
         return unknown(compared, "isl") if isinstance(compared, str) else module.check(compared, timeout_ms)
 
+    def declarations() -> Verdict:
+        if new.problems:
+            return _ill_formed(new)
+        comparison()
+        return memo["declared"] or unknown("the transformed program mints no buffer the op declares", "structure")
+
     again = (lambda s: replays.replay_transform(before, after, s)) if replay else None
-    for kind, module in (("coverage", coverage), ("prefix_cut", prefix_cut), ("dependence", dependence)):
+    if any(not isinstance(d, Renamed) for d in datamaps):
+        report.results.append(_result(Kind.DATAMAP, subject, forwarding.FORMULA, listed, declarations, again,
+                                      old.sizes))
+    for kind, module in ((Kind.COVERAGE, coverage), (Kind.PREFIX_CUT, prefix_cut), (Kind.DEPENDENCE, dependence)):
         report.results.append(_result(kind, subject, module.FORMULA, listed, lambda: verdict(kind, module), again,
                                       old.sizes))
     c = memo.get("c")
     report.extend(_program_report(new, subject, final, target, timeout_ms, replay, listed,
                                   c if not (c is None or new.problems or c.fresh) else None, proved_before))
     for ob in listed:
-        if ob.kind not in CHECKED and not any(r.kind == ob.kind for r in report):
+        if ob.kind not in DISCHARGED and not any(r.kind == ob.kind for r in report):
             report.results.append(Result(ob.kind, subject, ob.formula,
                                          unknown(f"the checker does not discharge {ob.kind} obligations")))
+    report.stated[subject] = tuple(dict.fromkeys(ob.kind for ob in listed))
     return _scoped(report, before, old.sizes)
 
 

@@ -23,7 +23,8 @@ from tilecert.semantics.errors import TilecertError
 from tilecert.semantics.index import IConst, IExpr, ISize, IVar, evaluate, ibin
 from tilecert.semantics.loopinterp import interpret_loops
 from tilecert.semantics.sched import OPS
-from tilecert.semantics.sched.base import Piece, Tau, Transformed, subst_node
+from tilecert.semantics.sched.base import subst_node
+from tilecert.semantics.transform import Piece, Tau, Transformed
 from tilecert.semantics.sched.simplify import simplify
 
 Ix = Union[int, str, IExpr]

@@ -22,7 +22,7 @@ from tilecert.semantics.sched import Schedule
 from tilecert.semantics.sched.base import ScheduleError
 from tilecert.semantics.sched.bind import bind
 from tilecert.semantics.sched.cse import cse_loads
-from tilecert.semantics.sched.datamap import Forward, Renamed
+from tilecert.semantics.transform import Forward, Renamed
 from tilecert.semantics.sched.expand_zero import expand_zero
 from tilecert.semantics.sched.pad import pad
 from tilecert.semantics.sched.simplify import census

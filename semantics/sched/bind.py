@@ -36,8 +36,8 @@ from .. import ir
 from .. import loopir as L
 from ..index import IConst
 from ..bindings import DEFAULT_TARGET, HARDWARE_INDICES, SCOPES, SLOTTED, THREAD_SCOPES, Target
-from .base import (Obligation, ScheduleError, Tau, Transformed, enclosing, replace_loop,
-                   the_loop, with_body)
+from .base import ScheduleError, enclosing, replace_loop, the_loop, with_body
+from ..transform import Kind, Obligation, Tau, Transformed
 
 KINDS = tuple(f"{k}{s}" for k in SLOTTED for s in range(3)) + ("warp", "lane", "vector", "unrolled", "core", "serial")
 PARALLEL_KINDS = SCOPES
@@ -72,24 +72,24 @@ def bind(p: ir.Program, loop: str, kind: str) -> Transformed:
     if base in PARALLEL_KINDS:
         phase = " in each barrier phase" if base in THREAD_SCOPES else ""
         obligations.append(Obligation(
-            "noninterference", "bind", f"distinct iterations of {loop!r} (a {lp.kind} loop, now run as {kind}) "
+            Kind.NONINTERFERENCE, "bind", f"distinct iterations of {loop!r} (a {lp.kind} loop, now run as {kind}) "
             f"touch no common cell that one of them writes{phase}", (loop,)))
         if lp.kind in ("serial", "pipeline"):
-            obligations.append(Obligation("dependence", "bind", f"{loop!r} carries no dependence: its {lp.kind} "
+            obligations.append(Obligation(Kind.DEPENDENCE, "bind", f"{loop!r} carries no dependence: its {lp.kind} "
                                           "order is no longer kept", (loop,)))
         path = enclosing(p.body, lp) or []
         obligations.append(Obligation(
-            "containment", "bind", f"along every path through {loop!r} bound levels nest as the target's containment "
+            Kind.CONTAINMENT, "bind", f"along every path through {loop!r} bound levels nest as the target's containment "
             f"order admits, no hardware slot repeated (enclosing: {_bound(path)}; inside: "
             f"{_bound(list(L.loops(lp.body)))})", (loop,)))
     if base in HARDWARE_INDICES:
-        obligations.append(Obligation("hardware_limits", "bind", f"{loop!r} as {kind}: {limit_text(kind)} "
+        obligations.append(Obligation(Kind.HARDWARE_LIMITS, "bind", f"{loop!r} as {kind}: {limit_text(kind)} "
                                       f"(extent {lp.extent})", (loop,)))
     if has_barrier and base in THREAD_SCOPES:
-        obligations.append(Obligation("barrier_uniform", "bind", f"each barrier inside {loop!r} is reached by all "
+        obligations.append(Obligation(Kind.BARRIER_UNIFORM, "bind", f"each barrier inside {loop!r} is reached by all "
                                       "of its iterations or by none", (loop,)))
     elif has_barrier and L.binding_kind(lp.binding) in THREAD_SCOPES:
-        obligations.append(Obligation("dependence", "bind", f"the barriers inside {loop!r} no longer synchronize its "
+        obligations.append(Obligation(Kind.DEPENDENCE, "bind", f"the barriers inside {loop!r} no longer synchronize its "
                                       "iterations: every dependence they ordered holds in sequential order", (loop,)))
     new = L.Loop(lp.var, lp.name, lp.extent, lp.kind, lp.body, binding, lp.start, lp.loc)
     return Transformed(with_body(p, replace_loop(p.body, lp, [new])), Tau(), tuple(obligations))

@@ -34,8 +34,9 @@ from typing import Any, Optional
 from .. import ir
 from .. import loopir as L
 from ..index import IConst, IExpr, IVar, free_vars, ibin
-from .base import (Obligation, Piece, ScheduleError, Tau, Transformed, band, fresh_var, loop_name, map_node, names_arg,
-                   nest, positive_int, proves, replace_loop, subst_node, substitute_many, the_loop, with_body)
+from .base import (ScheduleError, band, fresh_var, loop_name, map_node, names_arg, nest, positive_int, proves,
+                   replace_loop, subst_node, substitute_many, the_loop, with_body)
+from ..transform import Kind, Obligation, Piece, Tau, Transformed
 
 MAX_DEFAULT_NAME = 64
 
@@ -78,11 +79,11 @@ def merge(p: ir.Program, names: tuple[str, ...], name: Optional[str], op: str) -
     tau = Tau((Piece(tuple((lp.var, values[lp.var]) for lp in b.loops)),))
     listed = ", ".join(names)
     obligations = (
-        Obligation("coverage", op, f"tau({f_name}) = mixed radix over ({listed}) maps [0, {stride}) onto the band's "
+        Obligation(Kind.COVERAGE, op, f"tau({f_name}) = mixed radix over ({listed}) maps [0, {stride}) onto the band's "
                    "domain bijectively", names),
-        Obligation("dependence", op, f"tau is increasing in the lexicographic order of ({listed}), so every dependence "
+        Obligation(Kind.DEPENDENCE, op, f"tau is increasing in the lexicographic order of ({listed}), so every dependence "
                    "keeps its direction", names),
-        Obligation("prefix_cut", op, f"the cuts between {listed} vanish: none is an anchor, frontier, memory owner or "
+        Obligation(Kind.PREFIX_CUT, op, f"the cuts between {listed} vanish: none is an anchor, frontier, memory owner or "
                    f"convergence point; the cuts around the band map to those around {f_name!r} (tau_j = id)", names),
     )
     return Transformed(with_body(p, replace_loop(p.body, first, [merged])), tau, obligations, (f_name,))
@@ -139,11 +140,11 @@ def reshape(p: ir.Program, loop: str, extents: list[int], names: Optional[list[s
     handles = tuple(h.name for h in headers)
     listed = ", ".join(handles)
     obligations = (
-        Obligation("coverage", "reshape", f"tau({listed}) = {index} maps prod [0, e_j) onto [0, {lp.extent}) "
+        Obligation(Kind.COVERAGE, "reshape", f"tau({listed}) = {index} maps prod [0, e_j) onto [0, {lp.extent}) "
                    f"bijectively ({' * '.join(map(str, es))} = {lp.extent} was proved)", (loop,)),
-        Obligation("dependence", "reshape", f"tau is increasing in the lexicographic order of ({listed}), so every "
+        Obligation(Kind.DEPENDENCE, "reshape", f"tau is increasing in the lexicographic order of ({listed}), so every "
                    f"dependence of {loop!r} keeps its direction", (loop,)),
-        Obligation("prefix_cut", "reshape", f"the cuts between {listed} are new and unobserved; the cuts around "
+        Obligation(Kind.PREFIX_CUT, "reshape", f"the cuts between {listed} are new and unobserved; the cuts around "
                    f"{loop!r} map to those around the nest (tau_j = id)", (loop,)),
     )
     return Transformed(with_body(p, replace_loop(p.body, lp, [new])), Tau((Piece(((lp.var, index),)),)), obligations,

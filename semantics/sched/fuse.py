@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import ir
-from .base import Transformed, names_arg
+from .base import names_arg
+from ..transform import Transformed
 from .coalesce import merge
 
 

@@ -25,8 +25,8 @@ from typing import Optional
 from .. import ir
 from .. import loopir as L
 from ..index import IConst, IExpr, IVar, ibin
-from .base import (Obligation, Piece, ScheduleError, Tau, Transformed, hardware_bound, positive_int, proves,
-                   replace_loop, the_loop, with_body)
+from .base import ScheduleError, hardware_bound, positive_int, proves, replace_loop, the_loop, with_body
+from ..transform import Kind, Obligation, Piece, Tau, Transformed
 
 
 def _guard_leaves(block: ir.Block, cond: IExpr) -> ir.Block:
@@ -54,10 +54,10 @@ def pad(p: ir.Program, loop: str, to_multiple_of: int, *,
     i = IVar(lp.var, 0)
     cond = ibin("lt", i, n)
     new = L.Loop(lp.var, lp.name, m, lp.kind, _guard_leaves(lp.body, cond), lp.binding, lp.start, lp.loc)
-    obligations = [Obligation("coverage", "pad", f"iterations {loop!r} < {n} run as before; those in [{n}, {m}) "
+    obligations = [Obligation(Kind.COVERAGE, "pad", f"iterations {loop!r} < {n} run as before; those in [{n}, {m}) "
                               "have every effect guarded off", (loop,))]
     if hardware_bound(lp):
-        obligations.append(Obligation("hardware_limits", "pad", f"{loop!r} as {lp.binding} fits the target with the "
+        obligations.append(Obligation(Kind.HARDWARE_LIMITS, "pad", f"{loop!r} as {lp.binding} fits the target with the "
                                       f"padded extent {m}", (loop,)))
     return Transformed(with_body(p, replace_loop(p.body, lp, [new])), Tau((Piece(((lp.var, i),), cond),)),
                        tuple(obligations))

@@ -44,8 +44,8 @@ from .. import loopir as L
 from ..affine import Context, to_isl, var_name
 from ..solver_names import solver_name
 from ..index import IBin, IConst, IExpr, INot, IVar, ibin, linear
-from .base import (Copier, Obligation, ScheduleError, Tau, Transformed, const_value, context_at, hardware_bound,
-                   replace_loop, the_loop, with_body)
+from .base import Copier, ScheduleError, const_value, context_at, hardware_bound, replace_loop, the_loop, with_body
+from ..transform import Kind, Obligation, Tau, Transformed
 
 
 def partition(p: ir.Program, loop: str, breakpoints: list, *,
@@ -78,9 +78,9 @@ def partition(p: ir.Program, loop: str, breakpoints: list, *,
         handles.append(name)
     chain = " < ".join(str(b) for b in bounds)
     obligations = (
-        Obligation("coverage", "partition", f"{chain}: the segments are non-empty and tile the range of {loop!r}",
+        Obligation(Kind.COVERAGE, "partition", f"{chain}: the segments are non-empty and tile the range of {loop!r}",
                    (loop,)),
-        Obligation("dependence", "partition", "the segments run in increasing order, each in the order of "
+        Obligation(Kind.DEPENDENCE, "partition", "the segments run in increasing order, each in the order of "
                    f"{loop!r}, so every iteration keeps its place", (loop,)),
     )
     return Transformed(with_body(p, replace_loop(p.body, lp, segments)), Tau(tuple(pieces)), obligations,

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from .. import ir
 from ..index import free_vars
-from .base import (Band, Obligation, ScheduleError, Tau, Transformed, band, names_arg, nest, replace_loop,
-                   with_body)
+from .base import Band, ScheduleError, band, names_arg, nest, replace_loop, with_body
+from ..transform import Kind, Obligation, Tau, Transformed
 
 
 def permute(p: ir.Program, b: Band, order: tuple[str, ...], op: str) -> Transformed:
@@ -42,14 +42,14 @@ def permute(p: ir.Program, b: Band, order: tuple[str, ...], op: str) -> Transfor
     old = tuple(lp.name for lp in b.loops)
     arrow = f"({', '.join(old)}) -> ({', '.join(order)})"
     obligations = [
-        Obligation("dependence", op, f"every dependence carried by the band stays lexicographically positive under "
+        Obligation(Kind.DEPENDENCE, op, f"every dependence carried by the band stays lexicographically positive under "
                    f"{arrow}; reduce-loop updates may commute under their policy", old),
-        Obligation("prefix_cut", op, f"each observed cut inside the band separates the same set of loops under {arrow} "
+        Obligation(Kind.PREFIX_CUT, op, f"each observed cut inside the band separates the same set of loops under {arrow} "
                    "(pi_j . tau = tau_j . pi'_rho(j))", old),
     ]
     bound = tuple(lp.name for lp in b.loops if lp.binding is not None)
     if bound:
-        obligations.append(Obligation("containment", op, f"the bound loops {', '.join(bound)} nest as {arrow} admits "
+        obligations.append(Obligation(Kind.CONTAINMENT, op, f"the bound loops {', '.join(bound)} nest as {arrow} admits "
                                       "in the targets' containment order", bound))
     return Transformed(with_body(p, replace_loop(p.body, b.loops[0], [new])), Tau(), tuple(obligations))
 

@@ -34,7 +34,8 @@ from ..limits import check_seed, check_size
 from ..loopinterp import interpret_loops
 from ..printer import format_program
 from ..serialize import digest
-from .base import LoopInfo, ScheduleError, Transformed, loop_infos
+from .base import LoopInfo, ScheduleError, loop_infos
+from ..transform import Transformed
 from .partition import partition_breakpoints
 from .schema import HINT, config_fits, schedule_data
 from .simplify import simplify

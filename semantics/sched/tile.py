@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from .. import ir
 from .. import loopir as L
-from .base import ScheduleError, Tau, Transformed, band, compose, names_arg, positive_int
+from .base import ScheduleError, band, names_arg, positive_int
+from ..transform import Tau, Transformed, compose
 from .reorder import reorder
 from .split import split
 
