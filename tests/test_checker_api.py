@@ -166,6 +166,7 @@ def test_a_stale_temporary_is_unknown():
     r = check_transform(p, new, tau, datamaps=(Forward("t", ld("X", 0)),))
     reason = r.verdicts("coverage")[0].reason
     assert r.status("coverage") == "unknown" and "X, read into t, is written" in reason
+    assert r.status("datamap") == "disproved"  # the declaration itself, with the instances
     r = check_transform(p, new, tau, datamaps=(Forward("t", ld("X", 1)),))  # a declaration that does not hold
     assert "t is stored X[0], not the declared X[1]" in r.verdicts("coverage")[0].reason
 

@@ -8,6 +8,8 @@ temporary is read through whatever its name; every op states only kinds the chec
 from __future__ import annotations
 
 import dataclasses
+import re
+from pathlib import Path
 
 import pytest
 
@@ -276,3 +278,11 @@ def test_a_stated_kind_nothing_decides_is_unknown_never_proved():
     p = _plain()
     r = check_transform(p, p, Tau(), listed=(Obligation(Kind.VERSIONS, "op", "every version is read once"),))
     assert r.contract()["transform"] == {Kind.VERSIONS: "unknown"} and not r.ok
+
+
+def test_the_readme_obligation_table_lists_the_discharged_kinds():
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = text[text.index("| obligation | what must hold |"):]
+    table = table[:table.index("\n\n")]
+    assert [re.match(r"\| `(\w+)` \|", row).group(1) for row in table.splitlines()[2:]] == sorted(
+        DISCHARGED, key=list(Kind).index)
