@@ -39,7 +39,8 @@ their cells), which its ``bounds`` obligation reports.
 ``f`` is one of them, and no use writes ``f``. For every use instance ``r`` reading ``f[s, u]``:
 
     (0) fill z:  s_z = slot(v_t(z)), c_z = cell(v_t(z), u_z);   use r:  s = slot(v_r(r))
-    (1) some fill z writes r's cell with version v_r(r) before r:   D_r => exists z: cell_z = cell(r), v(z) = v_r, HB(z, r)
+    (1) some fill z writes r's cell with version v_r(r) before r:   D_r => exists z: cell_z = cell(r), v(z) = v_r,
+                                                                                    HB(z, r)
     (2) no fill of another version overwrites it in between:         not (z as in (1), z2 writes cell(r), v(z2) != v_r,
                                                                           HB(z, z2), HB(z2, r))
     (3) nothing writes the source cell in between:                   not (z as in (1), y writes c_z, HB(z, y), HB(y, r))
@@ -148,6 +149,20 @@ def _alone(m: Model, *bufs: BufferRec) -> bool:
     return all(sum(b.name == x.name for b in m.buffers) == 1 for x in bufs)
 
 
+def _unwritten(m: Model, x: Inst, read: Any, r: Inst, at: Any, names: Names, key: str,
+               about: Callable[[Stmt], str]) -> list[Case]:
+    """Cases: where ``at`` holds, no statement writes the cell that access ``read`` of ``x`` reads after ``x``
+    and before ``r`` (``about(writer)`` says what a point means)."""
+    out = []
+    for s in m.statements:
+        for k, w in enumerate(w for w in s.accesses if w.buffer is read.buffer and w.writes):
+            y = inst(s, names.prefix())
+            out.append(Case(f"{key}_{s.id}_{k}", conj(at, domain(m, y), access_guard(m, y, w),
+                                                      same_cell(m, y, w, x, read), happens_before(m, x, y, names),
+                                                      happens_before(m, y, r, names)), about=(about(s), (x, y, r))))
+    return out
+
+
 # ----------------------------------------------------------------------------- forwards
 def inline(m: Model, fresh: list[tuple[BufferRec, Forward]], timeout_ms: int) -> Union[tuple[ir.Program, str], Verdict]:
     """The program of ``m`` with the forwards ``fresh`` inlined and the engine that proved it exact, or the
@@ -199,15 +214,9 @@ def _forwarding_cases(m: Model, f: BufferRec, w: Stmt, s: Stmt, fresh: Names) ->
                                             happens_before(m, z, z2, fresh), happens_before(m, z2, r, fresh)),
                         about=(f"{f.name} is stored again before `{s.label()}` reads it", (z, z2, r))))
         for k, operand in enumerate(a for a in w.accesses if a.mode == "read"):
-            for t in m.statements:
-                for u in (a for a in t.accesses if a.buffer is operand.buffer and a.writes):
-                    y = inst(t, "d")
-                    out.append(Case(f"op{key}_{k}_{t.id}", conj(at_r, domain(m, z), access_guard(m, z, operand),
-                                                                  domain(m, y), same_cell(m, y, u, z, operand),
-                                                                  happens_before(m, z, y, fresh),
-                                                                  happens_before(m, y, r, fresh)),
-                                    about=(f"{operand.buffer.name}, read into {f.name}, is written by `{t.label()}` "
-                                           f"before `{s.label()}` reads {f.name}", (z, y, r))))
+            out += _unwritten(m, z, operand, r, conj(at_r, domain(m, z), access_guard(m, z, operand)), fresh,
+                              f"op{key}_{k}", lambda t: f"{operand.buffer.name}, read into {f.name}, is written by "
+                                                        f"`{t.label()}` before `{s.label()}` reads {f.name}")
     return out
 
 
@@ -348,15 +357,9 @@ def _tile_cases(m: Model, t: Tile, names: Names) -> list[Case]:
                               about=(f"`{s.label()}` accesses a cell of {t.f.name} outside its live range", (r,))))
             if t.store is not None:
                 continue
-            for y_s in m.statements:
-                for k, b in enumerate(b for b in y_s.accesses if b.buffer is t.source and b.writes):
-                    y = inst(y_s, names.prefix())
-                    cases.append(Case(f"written{key}_{s.id}_{j}_{y_s.id}_{k}",
-                                      conj(at_r, domain(m, zr), domain(m, y), access_guard(m, y, b),
-                                           same_cell(m, y, b, zr, read), happens_before(m, zr, y, names),
-                                           happens_before(m, y, r, names)),
-                                      about=(f"`{y_s.label()}` writes a cell of {t.source.name} that read-only copy "
-                                             f"{t.f.name} holds, before `{s.label()}` reads it", (zr, y, r))))
+            cases += _unwritten(m, zr, read, r, conj(at_r, domain(m, zr)), names, f"written{key}_{s.id}_{j}",
+                                lambda y: f"`{y.label()}` writes a cell of {t.source.name} that read-only copy "
+                                          f"{t.f.name} holds, before `{s.label()}` reads it")
     return cases
 
 
@@ -384,7 +387,8 @@ def _ring_uses(m: Model, f: BufferRec, d: Ring) -> Union[tuple[list[RingUse], li
     if other is not None:
         return _refused(f"`{other.label()}` accesses ring {f.name} but is neither a declared fill nor a use")
     for s in fill_stmts:
-        if s.kind != "assign" or s.target is not f or not isinstance(s.node.value, L.Ld)                 or s.node.value.buf != d.source or len(s.node.index) != 1 + len(d.axes):
+        if s.kind != "assign" or s.target is not f or not isinstance(s.node.value, L.Ld) \
+                or s.node.value.buf != d.source or len(s.node.index) != 1 + len(d.axes):
             return _refused(f"the declared fill `{s.label()}` does not copy {d.source} into a slot of {f.name}")
     for s in use_stmts:
         if s.target is f:
@@ -438,16 +442,9 @@ def _ring_cases(m: Model, f: BufferRec, d: Ring, fills: list[RingUse], uses: lis
                                        happens_before(m, z2, r, names)),
                                   about=(f"a fill of another version overwrites the slot `{r_use.stmt.label()}` reads "
                                          "after its version was filled", (z, z2, r))))
-            src = t.stmt.accesses[0]
-            for s in m.statements:
-                for k, w in enumerate(w for w in s.accesses if w.buffer is src.buffer and w.writes):
-                    y = inst(s, names.prefix())
-                    cases.append(Case(f"src{key}_{j}_{a}_{s.id}_{k}",
-                                      conj(at_r, filled(t, z), domain(m, y), access_guard(m, y, w),
-                                           same_cell(m, y, w, z, src), happens_before(m, z, y, names),
-                                           happens_before(m, y, r, names)),
-                                      about=(f"`{s.label()}` writes the cell of {d.source} a slot holds before "
-                                             f"`{r_use.stmt.label()}` reads it", (z, y, r))))
+            cases += _unwritten(m, z, t.stmt.accesses[0], r, conj(at_r, filled(t, z)), names, f"src{key}_{j}_{a}",
+                                lambda y: f"`{y.label()}` writes the cell of {d.source} a slot holds before "
+                                          f"`{r_use.stmt.label()}` reads it")
     return cases
 
 
