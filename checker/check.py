@@ -95,8 +95,8 @@ def check_transform(before: ir.Program, after: ir.Program, tau: Tau, sizes: Opti
             memo["compared"], memo["declared"] = forwarding.read_through(memo["c"], tau, timeout_ms, datamaps)
         return memo["compared"]
 
-    def verdict(kind: str, module: Any) -> Verdict:
-        if new.problems and kind != "coverage":
+    def verdict(kind: Kind, module: Any) -> Verdict:
+        if new.problems and kind != Kind.COVERAGE:
             return _ill_formed(new)
         compared = comparison()
         return unknown(compared, "isl") if isinstance(compared, str) else module.check(compared, timeout_ms)
@@ -190,22 +190,22 @@ def _program_report(m: Model, subject: str, final: bool, target: Target, timeout
 
     pairs = (lambda s, t: c.kept_pair(s, t)) if c is not None else None
     checks: list[tuple[str, Any, Callable[[], Verdict]]] = [
-        ("noninterference", noninterference,
-         lambda: noninterference.check(m, timeout_ms, pairs) if reuse("noninterference")
+        (Kind.NONINTERFERENCE, noninterference,
+         lambda: noninterference.check(m, timeout_ms, pairs) if reuse(Kind.NONINTERFERENCE)
          else noninterference.check(m, timeout_ms)),
-        ("reduction_policy", reduction_policy,
-         lambda: reduction_policy.check(m, timeout_ms, pairs) if reuse("reduction_policy")
+        (Kind.REDUCTION_POLICY, reduction_policy,
+         lambda: reduction_policy.check(m, timeout_ms, pairs) if reuse(Kind.REDUCTION_POLICY)
          else reduction_policy.check(m, timeout_ms)),
-        ("barrier_uniform", barrier_uniform, lambda: barrier_uniform.check(m, timeout_ms)),
-        ("bounds", bounds,
-         lambda: bounds.check(m, timeout_ms, c.kept) if reuse("bounds") else bounds.check(m, timeout_ms)),
+        (Kind.BARRIER_UNIFORM, barrier_uniform, lambda: barrier_uniform.check(m, timeout_ms)),
+        (Kind.BOUNDS, bounds,
+         lambda: bounds.check(m, timeout_ms, c.kept) if reuse(Kind.BOUNDS) else bounds.check(m, timeout_ms)),
     ]
     if final:
-        checks += [("containment", containment, lambda: containment.check(m, target)),
-                   ("hardware_limits", hardware_limits, lambda: hardware_limits.check(m, target, timeout_ms))]
+        checks += [(Kind.CONTAINMENT, containment, lambda: containment.check(m, target)),
+                   (Kind.HARDWARE_LIMITS, hardware_limits, lambda: hardware_limits.check(m, target, timeout_ms))]
     report = Report()
     for kind, module, run in checks:
-        replayable = kind not in ("containment", "hardware_limits")
+        replayable = kind not in (Kind.CONTAINMENT, Kind.HARDWARE_LIMITS)
         report.results.append(_result(kind, subject, module.FORMULA, listed, run if not m.problems else
                                       (lambda: _ill_formed(m)), again if replayable else None, m.sizes))
     return report
