@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
