@@ -36,7 +36,8 @@ their cells), which its ``bounds`` obligation reports.
 
 ``Ring(f, source, versions, k, slot, u, cell, fills, uses)``: each fill ``t`` (version ``v_t``) is
 ``f[s, u] = source[c]``, each use ``r`` (version ``v_r``) reads ``f[s, u]``; every statement accessing
-``f`` is one of them, and no use writes ``f``. For every use instance ``r`` reading ``f[s, u]``:
+``f`` is one of them, no use writes ``f``, and ``f``'s first axis has ``versions`` slots. For every
+use instance ``r`` reading ``f[s, u]``:
 
     (0) fill z:  s_z = slot(v_t(z)), c_z = cell(v_t(z), u_z);   use r:  s = slot(v_r(r))
     (1) some fill z writes r's cell with version v_r(r) before r:   D_r => exists z: cell_z = cell(r), v(z) = v_r,
@@ -57,7 +58,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
-from tilecert.semantics.index import IExpr, IVar
+from tilecert.semantics.index import IConst, IExpr, IVar
 from tilecert.semantics.printer import sexpr
 from tilecert.semantics.transform import Copy, DataMap, Forward, Renamed, Ring, Tau
 
@@ -381,6 +382,9 @@ def _ring_uses(m: Model, f: BufferRec, d: Ring) -> Union[tuple[list[RingUse], li
     use_stmts = _statements(m, *(n for n, _ in d.uses))
     if fill_stmts is None or use_stmts is None:
         return unknown(f"a statement the op declares for ring {f.name} is not in the transformed program", "structure")
+    if f.shape[:1] != (IConst(d.versions),):
+        return _refused(f"ring {f.name} is declared with {d.versions} slots but allocates "
+                        f"[{', '.join(map(str, f.shape))}]")
     declared = {id(s) for s in fill_stmts + use_stmts}
     other = next((s for s in m.statements if s.kind != "decl" and id(s) not in declared
                   and any(a.buffer is f for a in s.accesses)), None)

@@ -120,6 +120,13 @@ def test_a_ring_declared_with_other_slots_than_it_fills_is_disproved():
     assert d.status == "disproved" and "slot" in d.witness.summary
 
 
+def test_a_ring_declared_with_more_slots_than_it_allocates_is_refused():
+    after, ring = _pipelined(1, 1, declared_versions=2)
+    _, r = _verdicts(_plain(), after, (ring,))
+    (d,) = r.verdicts(Kind.DATAMAP)
+    assert d.status == "disproved" and "declared with 2 slots but allocates [1]" in d.witness.summary
+
+
 def test_a_ring_access_nobody_declared_is_refused():
     after, ring = _pipelined(2, 1)
     undeclared = dataclasses.replace(ring, fills=ring.fills[1:])  # the prologue's fill left out
