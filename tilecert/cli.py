@@ -1,4 +1,5 @@
-"""The ``tilecert`` command line: ``demo``, ``ir``, ``emit``, ``diff``, ``fuzz``, ``check`` and ``gpu-suite``.
+"""The ``tilecert`` command line: ``demo``, ``ir``, ``emit``, ``diff``, ``fuzz``, ``check``, ``explain`` and
+``gpu-suite``.
 
 Exit status 0 only when everything asked for was proved and matched; 1 when something was not
 (``emit`` / ``diff`` / ``gpu-suite`` of an unproved schedule without ``--allow-unproved``, a
@@ -199,11 +200,35 @@ def unsupported_as_usage(target: str, run: Callable[[], Any]) -> Any:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Check every schedule in the file, and every kernel no schedule there covers; 0 only if all is proved."""
-    found = named_targets(args)
+    ok = check_all(uncovered(named_targets(args)), timeout_ms=args.timeout_ms, replay=not args.no_replay,
+                   verbose=args.verbose, as_json=args.json)
+    return 0 if ok else 1
+
+
+def uncovered(found: dict[str, Any]) -> dict[str, Any]:
+    """The schedules of ``found``, and the kernels no schedule there covers."""
     covered = {id(obj.kernel) for obj in found.values() if isinstance(obj, tc.Schedule)}
-    chosen = {name: obj for name, obj in found.items() if not (isinstance(obj, tc.Kernel) and id(obj) in covered)}
-    ok = check_all(chosen, timeout_ms=args.timeout_ms, replay=not args.no_replay, verbose=args.verbose,
-                   as_json=args.json)
+    return {name: obj for name, obj in found.items() if not (isinstance(obj, tc.Kernel) and id(obj) in covered)}
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """Each schedule's ops and verdicts as text, or (``--html``) one self-contained page; 1 unless all is proved."""
+    from tilecert import report_html
+    found = uncovered(named_targets(args))
+    if args.html is None:
+        reports = {name: tc.check(obj, timeout_ms=args.timeout_ms) for name, obj in found.items()}
+        for name, obj in found.items():
+            print(f"== {name_of(name, obj)}")
+            if isinstance(obj, tc.Schedule):
+                print(obj.explain())
+            print(reports[name].explain())
+        return 0 if all(r.ok for r in reports.values()) else 1
+    out = Path(args.html)
+    if out.suffix not in (".html", ".htm"):
+        raise UsageError(f"--html {out} does not end in .html", COMMAND_LINE, "give a path such as report.html")
+    writable_folder(out.parent, "--html", create=False)
+    ok = report_html.write(out, found, Path(args.file).name, target=args.target, timeout_ms=args.timeout_ms)
+    print(f"wrote {out}: {'every schedule proved' if ok else 'NOT OK: some schedule is not proved'}")
     return 0 if ok else 1
 
 
@@ -328,6 +353,14 @@ def build_parser() -> ArgumentParser:
     check_cmd.add_argument("--timeout-ms", type=positive, default=2000, help="z3 timeout per query")
     check_cmd.add_argument("--no-replay", action="store_true", help="do not replay witnesses on the interpreter")
     views(check_cmd, "every obligation (default: those not proved)")
+    explain = command("explain", "show each schedule's ops, obligations, witnesses and code (--html: one page)")
+    explain.add_argument("file", help="a Python file defining kernels or schedules")
+    explain.add_argument("--kernel", help="only this kernel or schedule")
+    explain.add_argument("--size", action="append", type=size_arg, metavar="NAME=INT",
+                         help="bind a size of a kernel (repeatable)")
+    explain.add_argument("--html", metavar="OUT.html", help="write one self-contained HTML page there")
+    explain.add_argument("--target", default="c", choices=TARGETS, help="the code shown")
+    explain.add_argument("--timeout-ms", type=positive, default=2000, help="z3 timeout per query")
     fuzz = command("fuzz", "random kernels and schedules, interpreter against compiled code")
     fuzz.add_argument("--target", default="c", choices=TARGETS)
     fuzz.add_argument("--cases", type=positive, default=100)
@@ -347,7 +380,7 @@ def build_parser() -> ArgumentParser:
 
 
 COMMANDS = {"demo": cmd_demo, "ir": cmd_ir, "emit": cmd_emit, "diff": cmd_diff, "fuzz": cmd_fuzz,
-            "check": cmd_check, "gpu-suite": cmd_gpu_suite}
+            "check": cmd_check, "explain": cmd_explain, "gpu-suite": cmd_gpu_suite}
 
 
 def main(argv: list[str] | None = None) -> int:
