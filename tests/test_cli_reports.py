@@ -98,3 +98,16 @@ def test_fuzz_json_counts_every_case(tmp_path, capsys):
     assert doc["cases"] == 3 == sum(doc["counts"].values())
     assert status == (1 if doc["counts"].get("failed") else 0) and doc["cases_per_minute"] > 0
     assert len(doc["items"]) == doc["counts"].get("failed", 0)
+
+
+def test_explain_prints_the_ops_and_every_verdict(capsys):
+    expected = shift_swapped().check()
+    status, out, _ = run(["explain", SHIFT_FILE, "--kernel", "swapped"], capsys)
+    assert status == 1
+    assert out.startswith("== shift/swapped\n") and "0. swap(outer='r', inner='c')" in out
+    assert out.count(": PROVED") == expected.counts()["proved"] and "dependence: DISPROVED" in out
+
+
+def test_explain_html_wants_an_html_path(tmp_path, capsys):
+    status, _, err = run(["explain", SHIFT_FILE, "--html", str(tmp_path / "report.txt")], capsys)
+    assert status == 2 and "does not end in .html" in err and not (tmp_path / "report.txt").exists()
