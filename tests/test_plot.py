@@ -34,7 +34,15 @@ def test_the_space_of_the_gemm_store_is_its_output_cells_coloured_by_tile():
         by_tile.setdefault(tile_of[p], set()).add(float(c))
     assert len(by_tile) == 4 and all(len(c) == 1 for c in by_tile.values())  # one colour per 4 x 5 tile
     assert len({next(iter(c)) for c in by_tile.values()}) == 4  # and distinct tiles differ
-    assert "nest.0" in fig.axes[1].texts[0].get_text()
+    assert [t.get_text().split(":")[0].strip() for t in fig.axes[1].texts[1:]] == \
+        ["nest.0", "nest.1", "store4.M", "store4.N"]
+
+
+def test_the_loops_panel_colours_each_loop_by_its_binding():
+    fig = tc.plot(gemm_gpu(32))
+    colours = {t.get_text().split(":")[0].strip(): t.get_color() for t in fig.axes[1].texts[1:]}
+    assert colours == {"nest.0": "tab:blue", "nest.1": "tab:blue", "store4.M": "tab:orange",
+                       "store4.N": "tab:orange"}  # grid1 / grid0, then block1 / block0
 
 
 def test_a_race_witness_marks_its_two_instances_on_the_space():
@@ -105,3 +113,9 @@ def test_refusals_are_plot_errors_with_hints(monkeypatch):
     with pytest.raises(tc.TilecertError, match="needs matplotlib") as err:
         tc.plot(s)
     assert "pip install" in err.value.hint
+
+
+def test_a_witness_is_not_drawn_on_the_phases():
+    bad = next(r for r in swapped.check() if r.status == "disproved")
+    with pytest.raises(PlotError, match="witness is drawn on the iteration space"):
+        tc.plot(swapped, bad, view="phases")

@@ -13,12 +13,13 @@ exactly the instances the program runs, nothing inferred.
   the others on the rows. The colour is the instance's tile: its coordinates on the loops bound to
   an independent scope (grid, core, vector), else on the owner loops of the buffers it
   accesses, else on its outermost loop. The side panel lists each loop with its kind and
-  binding.
+  binding, coloured by its order class (independent blue, threads orange, ordered black).
 - a ``Result`` (or ``Witness``) of a disproved obligation: the witness drawn on the space of
   each statement it names (one panel per statement and role: ``old`` instances live in the
-  program before the op, the others in the program after it), the loops where its two
-  instances differ added to the columns; the instances are marked A and B, and the cell,
-  the summary and the replay outcome are written under the panels.
+  program before the op, the others in the program after it; ``statement`` does not apply),
+  the loops where its two instances differ added to the columns; the instances are marked A
+  and B (their images A' and B'), and the cell, the summary and the replay outcome are
+  written under the panels.
 - ``view="phases"``: the barrier phases of a thread block: the statements under loops bound
   to block / warp / lane scopes in program order, a new phase after each explicit barrier
   and at the end of each threads loop (the implicit synchronisation of ``checker/order.py``);
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
 
 MAX_POINTS = 20000
 VIEWS = ("space", "phases")
+ORDER_COLOURS = {"independent": "tab:blue", "threads": "tab:orange", "ordered": "black"}
 INSTALL_HINT = "install the plot extra: pip install 'tilecert[plot]' (or pip install matplotlib)"
 Subject = Union[Schedule, Kernel, ir.Program]
 
@@ -66,6 +68,9 @@ def plot(subject: Subject, result: Optional[Union[Result, Witness]] = None, *, v
     figure_class = _figure_class()
     if view not in VIEWS:
         raise PlotError(f"unknown view {view!r}", None, f"views: {', '.join(VIEWS)}")
+    if result is not None and view != "space":
+        raise PlotError("a witness is drawn on the iteration space, not on the phases", None,
+                        "draw tc.plot(s, result) and tc.plot(s, view='phases') apart")
     if result is not None:
         witness = result.verdict.witness if isinstance(result, Result) else result
         if witness is None:
@@ -151,8 +156,8 @@ def _tile_loops(stmt: Stmt) -> list[int]:
     bound = [k for k, lp in enumerate(stmt.loops) if lp.binding in INDEPENDENT_SCOPES]
     if bound:
         return bound
-    owners = max((a.buffer.owner_loops for a in stmt.accesses), key=len, default=())
-    return [k for k, lp in enumerate(stmt.loops) if lp in owners] or [0][:len(stmt.loops)]
+    owners = {id(lp.node) for lp in max((a.buffer.owner_loops for a in stmt.accesses), key=len, default=())}
+    return [k for k, lp in enumerate(stmt.loops) if id(lp.node) in owners] or ([0] if stmt.loops else [])
 
 
 def _radix(points: Sequence[BInst], positions: Sequence[int]) -> list[int]:
@@ -201,11 +206,14 @@ def _space(spec: Any, fig: Any, en: Enumeration, stmt: Stmt, marks: Sequence[tup
 
 
 def _loops_panel(ax: Any, stmt: Stmt) -> None:
+    """The statement's loops, outermost first, each coloured by how its iterations are ordered
+    (``LoopRec.order``: independent, threads or ordered) and named with its binding."""
     ax.axis("off")
-    lines = ["loops (outermost first):"] + [f"{'  ' * k}{lp.name}: {lp.node.kind}"
-                                             f"{' -> ' + lp.node.binding if lp.node.binding else ''}"
-                                             for k, lp in enumerate(stmt.loops)]
-    ax.text(0, 1, "\n".join(lines), va="top", family="monospace", fontsize=7, transform=ax.transAxes)
+    ax.text(0, 1, "loops (outermost first):", va="top", family="monospace", fontsize=7, transform=ax.transAxes)
+    for k, lp in enumerate(stmt.loops):
+        bind = f" -> {lp.node.binding}" if lp.node.binding else ""
+        ax.text(0, 0.94 - 0.06 * k, f"{'  ' * k}{lp.name}: {lp.node.kind}{bind} ({lp.order})", va="top",
+                family="monospace", fontsize=7, color=ORDER_COLOURS[lp.order], transform=ax.transAxes)
 
 
 # ----------------------------------------------------------------------------- witnesses
