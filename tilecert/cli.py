@@ -216,13 +216,15 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from tilecert import report_html
     found = uncovered(named_targets(args))
     if args.html is None:
-        reports = {name: tc.check(obj, timeout_ms=args.timeout_ms) for name, obj in found.items()}
+        ok = True
         for name, obj in found.items():
             print(f"== {name_of(name, obj)}")
             if isinstance(obj, tc.Schedule):
                 print(obj.explain())
-            print(reports[name].explain())
-        return 0 if all(r.ok for r in reports.values()) else 1
+            report = tc.check(obj, timeout_ms=args.timeout_ms)
+            print(report.explain())
+            ok = ok and report.ok
+        return 0 if ok else 1
     out = Path(args.html)
     if out.suffix not in (".html", ".htm"):
         raise UsageError(f"--html {out} does not end in .html", COMMAND_LINE, "give a path such as report.html")
