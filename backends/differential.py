@@ -193,8 +193,9 @@ class Chain:
 
 def run_trials(chain: Chain, bound: Mapping[str, int], run_backend: Callable[..., Mapping[str, np.ndarray]],
                target: str, trials: int, seed: int, sizes: Optional[Mapping[str, int]] = None,
-               proof: Optional[Proof] = None) -> DiffReport:
-    """Run ``trials`` random trials of ``chain`` and ``run_backend``; ``proof`` is what the checker proved."""
+               proof: Optional[Proof] = None, on_trial: Optional[Callable[[Trial], None]] = None) -> DiffReport:
+    """Run ``trials`` random trials of ``chain`` and ``run_backend``; ``proof`` is what the checker proved;
+    ``on_trial`` sees each trial as it ends."""
     program = chain.scheduled
     results = []
     for t in range(trials):
@@ -205,6 +206,8 @@ def run_trials(chain: Chain, bound: Mapping[str, int], run_backend: Callable[...
         arrays = draw_inputs(rng, program, trial_sizes, edge=t % EDGE_EVERY == EDGE_EVERY - 1)
         order = ORDERS[t % len(ORDERS)]
         results.append(_trial(chain, run_backend, arrays, trial_sizes, t, order, int(rng.integers(2**31))))
+        if on_trial is not None:
+            on_trial(results[-1])
     return DiffReport(program.name, target, tuple(results), proof)
 
 

@@ -126,8 +126,10 @@ def check_transform(before: ir.Program, after: ir.Program, tau: Tau, sizes: Opti
 
 
 def check_schedule(s: Schedule, sizes: Optional[Mapping[str, int]] = None, *, target: Target = DEFAULT_TARGET,
-                   timeout_ms: int = DEFAULT_TIMEOUT_MS, replay: bool = True) -> Report:
-    """The initial program's obligations, then those of every op of the history."""
+                   timeout_ms: int = DEFAULT_TIMEOUT_MS, replay: bool = True,
+                   on_step: Optional[Callable[[str, Report], None]] = None) -> Report:
+    """The initial program's obligations, then those of every op of the history; ``on_step(subject, report)``
+    is called after each step (the initial program, then each op) with that step's results."""
     conflicts = {n: v for n, v in dict(sizes or {}).items() if n in s.sizes and s.sizes[n] != v}
     if conflicts:
         raise CheckerError(f"check sizes {conflicts} contradict the sizes the schedule binds {s.sizes}",
@@ -136,6 +138,8 @@ def check_schedule(s: Schedule, sizes: Optional[Mapping[str, int]] = None, *, ta
     n = len(s.transforms)
     report = check_program(s.programs[0], bound, target=target, timeout_ms=timeout_ms, replay=replay,
                            subject=subjects(s)[0], final=n == 0)
+    if on_step is not None:
+        on_step(subjects(s)[0], report)
     previous = report
     for k, t in enumerate(s.transforms):
         proved = {r.kind for r in previous if r.verdict.proved}
@@ -143,6 +147,8 @@ def check_schedule(s: Schedule, sizes: Optional[Mapping[str, int]] = None, *, ta
                                    timeout_ms=timeout_ms, replay=replay, subject=subjects(s)[k + 1],
                                    listed=t.obligations, final=k == n - 1, proved_before=proved,
                                    datamaps=t.datamaps)
+        if on_step is not None:
+            on_step(subjects(s)[k + 1], previous)
         report.extend(previous)
     report = _scoped(report, s.initial, bound)
     s.checks.append((len(s.history), report))

@@ -75,6 +75,13 @@ def run(k: Union[Kernel, ir.Program], *positional: Any, order: str = "canonical"
     return interpret(program, order=order, seed=seed, reduce_mode=reduce_mode, checked=checked, **kwargs)
 
 
+def plot(subject: Any, result: Any = None, **options: Any) -> Any:
+    """A matplotlib figure of ``subject``: its iteration space, a witness drawn on it, or its barrier
+    phases (``tilecert.pictures.plot``; needs the ``plot`` extra)."""
+    from tilecert.pictures import plot as draw
+    return draw(subject, result, **options)
+
+
 def __getattr__(name: str) -> Any:
     """``tc.strategies`` (hypothesis strategies for programs and schedules) loads on first use."""
     if name == "strategies":
@@ -91,5 +98,5 @@ __all__ = [
     "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "bool_", "DType",
     "TilecertError", "CaptureError", "TypeMismatch", "InputError", "ExecutionError", "NoninterferenceError",
     "SerializationError", "ScheduleError", "UnprovedScheduleError", "ResourceError", "TilecertWarning", "UncheckedSizesWarning", "check",
-    "compile", "emit", "differential", "DiffReport",
+    "compile", "emit", "differential", "DiffReport", "plot",
 ]
