@@ -32,6 +32,8 @@ import math
 from typing import Any, Optional
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, IExpr, IVar, free_vars, ibin
 from .base import (Obligation, Piece, ScheduleError, Tau, Transformed, band, fresh_var, loop_name, map_node, names_arg,
@@ -88,6 +90,7 @@ def merge(p: ir.Program, names: tuple[str, ...], name: Optional[str], op: str) -
     return Transformed(with_body(p, replace_loop(p.body, first, [merged])), tau, obligations, (f_name,))
 
 
+@schedule_op("coalesce", [A.ListOf(A.LoopName(), min_len=2, distinct=True), A.Optional(A.NewLoopName())])
 def coalesce(p: ir.Program, loops: list[str], name: Optional[str] = None) -> Transformed:
     """Merge the perfectly nested band ``loops`` (outermost first) into one loop (see the module doc)."""
     names = names_arg(loops, "loops", "coalesce")
@@ -97,6 +100,9 @@ def coalesce(p: ir.Program, loops: list[str], name: Optional[str] = None) -> Tra
     return merge(p, names, name, "coalesce")
 
 
+@schedule_op("reshape", [A.LoopName(), A.ListOf(A.PosInt(), min_len=2, product_of="loop"),
+                         A.Optional(A.ListOf(A.NewLoopName(), min_len=2, distinct=True, length_of="extents")),
+                         A.BoundSizes()])
 def reshape(p: ir.Program, loop: str, extents: list[int], names: Optional[list[str]] = None, *,
             bound_sizes: Optional[dict[str, int]] = None) -> Transformed:
     """Split loop ``loop`` into a nest with the given constant ``extents`` (see the module doc)."""

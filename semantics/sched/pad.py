@@ -23,6 +23,8 @@ import dataclasses
 from typing import Optional
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, IExpr, IVar, ibin
 from .base import (Obligation, Piece, ScheduleError, Tau, Transformed, hardware_bound, positive_int, proves,
@@ -40,6 +42,7 @@ def _guard_leaves(block: ir.Block, cond: IExpr) -> ir.Block:
     return ir.Block(block.args, tuple(ops), block.yields)
 
 
+@schedule_op("pad", [A.LoopName(), A.PosInt(), A.BoundSizes()])
 def pad(p: ir.Program, loop: str, to_multiple_of: int, *,
         bound_sizes: Optional[dict[str, int]] = None) -> Transformed:
     t = positive_int(to_multiple_of, "to_multiple_of", "pad")

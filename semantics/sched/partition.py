@@ -40,6 +40,8 @@ from typing import Iterator, Optional
 import islpy as isl
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from ..affine import Context, to_isl, var_name
 from ..solver_names import solver_name
@@ -48,6 +50,7 @@ from .base import (Copier, Obligation, ScheduleError, Tau, Transformed, const_va
                    replace_loop, the_loop, with_body)
 
 
+@schedule_op("partition", [A.LoopName(), A.ListOf(A.Int(), within="loop"), A.BoundSizes()])
 def partition(p: ir.Program, loop: str, breakpoints: list, *,
               bound_sizes: Optional[dict[str, int]] = None) -> Transformed:
     if not isinstance(breakpoints, (list, tuple)) or not breakpoints or \

@@ -17,6 +17,8 @@ either carries the noninterference obligation of its kind.
 from __future__ import annotations
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, IVar, ibin
 from .base import (Obligation, Piece, ScheduleError, Tau, Transformed, fresh_name, fresh_var, loop_name,
@@ -25,6 +27,8 @@ from .base import (Obligation, Piece, ScheduleError, Tau, Transformed, fresh_nam
 TAILS = ("guard", "partition")
 
 
+@schedule_op("split", [A.LoopName(), A.PosInt(), A.Enum(TAILS), A.Optional(A.NewLoopName()),
+                       A.Optional(A.NewLoopName())])
 def split(p: ir.Program, loop: str, factor: int, tail: str = "guard", outer: str | None = None,
           inner: str | None = None) -> Transformed:
     f = positive_int(factor, "factor", "split")

@@ -16,12 +16,15 @@ split (``coverage``, ``dependence``) and of the reorder (``dependence`` under th
 from __future__ import annotations
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from .base import ScheduleError, Tau, Transformed, band, compose, names_arg, positive_int
 from .reorder import reorder
 from .split import split
 
 
+@schedule_op("tile", [A.ListOf(A.LoopName(), distinct=True), A.ListOf(A.PosInt(), length_of="loops")])
 def tile(p: ir.Program, loops: list[str], sizes: list[int]) -> Transformed:
     """Tile the perfectly nested band ``loops`` by ``sizes`` (see the module doc)."""
     names = names_arg(loops, "loops", "tile")

@@ -20,12 +20,15 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, ibin
 from .base import (Obligation, Piece, ScheduleError, Tau, Transformed, fresh_var, loop_name, proves, replace_loop,
                    subst_node, the_loop, with_body)
 
 
+@schedule_op("insert_unit", [A.LoopName(), A.Optional(A.NewLoopName()), A.Optional(A.Enum(L.LOOP_KINDS))])
 def insert_unit(p: ir.Program, loop: str, name: Optional[str] = None, kind: Optional[str] = None) -> Transformed:
     """Wrap loop ``loop`` in a new loop of extent 1 (see the module doc)."""
     lp = the_loop(p, loop, "insert_unit")
@@ -43,6 +46,7 @@ def insert_unit(p: ir.Program, loop: str, name: Optional[str] = None, kind: Opti
     return Transformed(with_body(p, replace_loop(p.body, lp, [unit])), Tau(), obligations, (u_name,))
 
 
+@schedule_op("remove_unit", [A.LoopName(), A.BoundSizes()])
 def remove_unit(p: ir.Program, loop: str, *, bound_sizes: Optional[dict[str, int]] = None) -> Transformed:
     """Drop loop ``loop``, which has exactly one iteration, substituting its start (see the module doc)."""
     lp = the_loop(p, loop, "remove_unit")

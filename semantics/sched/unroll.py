@@ -27,6 +27,8 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst
 from .base import (Copier, Obligation, ScheduleError, Tau, Transformed, const_value, context_at, hardware_bound,
@@ -35,6 +37,7 @@ from .cse import cse_loads
 from .simplify import simplify_block
 
 
+@schedule_op("unroll", [A.LoopName(), A.Bool(), A.BoundSizes()])
 def unroll(p: ir.Program, loop: str, materialize: bool = False, *,
            bound_sizes: Optional[dict[str, int]] = None) -> Transformed:
     if not isinstance(materialize, bool):
