@@ -186,7 +186,7 @@ class Enum(Kind):
         return value
 
     def hint(self, site: Site) -> str:
-        return f"{site.param}: {', '.join(self.choices)}"
+        return f"{site.param} is one of: {', '.join(self.choices)}"
 
     def strategy(self, draw: Draw) -> Any:
         return _st().sampled_from(self.choices)
