@@ -62,9 +62,6 @@ def _bound(loops: list) -> str:
 
 @schedule_op("bind", [A.LoopName(), A.Enum(KINDS, hints={k: SLOT_HINT for k in SLOTTED})])
 def bind(p: ir.Program, loop: str, kind: str) -> Transformed:
-    if kind not in KINDS:
-        hint = "name the slot: grid0 / block0 is x, 1 is y, 2 is z" if kind in SLOTTED else f"kinds: {', '.join(KINDS)}"
-        raise ScheduleError(f"bind: unknown kind {kind!r}", hint=hint)
     lp = the_loop(p, loop, "bind")
     base = L.binding_kind(kind)
     if base in HARDWARE_INDICES and lp.start != IConst(0):

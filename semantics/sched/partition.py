@@ -53,10 +53,6 @@ from .base import (Copier, Obligation, ScheduleError, Tau, Transformed, const_va
 @schedule_op("partition", [A.LoopName(), A.ListOf(A.Int(), within="loop"), A.BoundSizes()])
 def partition(p: ir.Program, loop: str, breakpoints: list, *,
               bound_sizes: Optional[dict[str, int]] = None) -> Transformed:
-    if not isinstance(breakpoints, (list, tuple)) or not breakpoints or \
-            not all(isinstance(b, int) and not isinstance(b, bool) for b in breakpoints):
-        raise ScheduleError(f"partition: breakpoints must be a non-empty list of ints, got {breakpoints!r}",
-                            hint="pass e.g. [12]; s.partition_breakpoints(loop) proposes the points where guards flip")
     lp = the_loop(p, loop, "partition")
     if hardware_bound(lp):
         raise ScheduleError(f"partition: loop {loop!r} is bound to {lp.binding}; hardware loops start at 0",

@@ -59,10 +59,7 @@ def permute(p: ir.Program, b: Band, order: tuple[str, ...], op: str) -> Transfor
 @schedule_op("reorder", [A.ListOf(A.LoopName(), min_len=2, distinct=True)])
 def reorder(p: ir.Program, loops: list[str]) -> Transformed:
     """Nest the perfectly nested band ``loops`` in the order given, outermost first (see the module doc)."""
-    order = names_arg(loops, "loops", "reorder")
-    if len(order) < 2:
-        raise ScheduleError(f"reorder: a band of one loop ({order[0]!r}) has nothing to permute",
-                            hint="list two or more loops of a perfectly nested band in their new order")
+    order = tuple(loops)
     return permute(p, band(p, order, "reorder"), order, "reorder")
 
 

@@ -33,8 +33,6 @@ def insert_unit(p: ir.Program, loop: str, name: Optional[str] = None, kind: Opti
     """Wrap loop ``loop`` in a new loop of extent 1 (see the module doc)."""
     lp = the_loop(p, loop, "insert_unit")
     unit_kind = lp.kind if kind is None else kind
-    if unit_kind not in L.LOOP_KINDS:
-        raise ScheduleError(f"insert_unit: unknown loop kind {unit_kind!r}", hint=f"kinds: {', '.join(L.LOOP_KINDS)}")
     u_name = loop_name(p, name, f"{loop}.unit", "insert_unit")
     unit = L.Loop(fresh_var(p)(), u_name, IConst(1), unit_kind, ir.Block((), (lp,)), None, IConst(0), lp.loc)
     obligations = (

@@ -40,9 +40,6 @@ from .simplify import simplify_block
 @schedule_op("unroll", [A.LoopName(), A.Bool(), A.BoundSizes()])
 def unroll(p: ir.Program, loop: str, materialize: bool = False, *,
            bound_sizes: Optional[dict[str, int]] = None) -> Transformed:
-    if not isinstance(materialize, bool):
-        raise ScheduleError(f"unroll: materialize must be a bool, got {materialize!r}",
-                            hint="pass materialize=True to copy the body, False to mark the loop")
     lp = the_loop(p, loop, "unroll")
     if not materialize:
         marked = L.Loop(lp.var, lp.name, lp.extent, lp.kind, lp.body, "unrolled", lp.start, lp.loc)
