@@ -62,8 +62,10 @@ class OpDecl:
 
     @property
     def doc(self) -> str:
-        """The op's docstring (its function's, else its module's) and its declared arguments."""
-        fn_doc = inspect.getdoc(self.fn) or inspect.getdoc(inspect.getmodule(self.fn)) or ""
+        """The op's docstrings (its function's, then its module's: formula and legality) and its declared
+        arguments."""
+        docs = [inspect.getdoc(self.fn), inspect.getdoc(inspect.getmodule(self.fn))]
+        fn_doc = "\n\n".join(d for d in docs if d)
         lines = [f"    {q.name}: {q.kind.expected}" + ("" if q.required else f" (default {q.default!r})")
                  for q in self.recorded]
         return f"{fn_doc}\n\nArguments:\n" + "\n".join(lines) + "\n\nReturns the loop names the op mints " \
@@ -101,6 +103,7 @@ class OpDecl:
             return handles if len(handles) != 1 else handles[0]
 
         method.__name__, method.__qualname__, method.__doc__ = name, f"Schedule.{name}", self.doc
+        method.__module__ = self.fn.__module__
         method.op_name = name  # type: ignore[attr-defined]  # marks an op method (install_methods)
         own = self.signature(self.recorded)
         method.__signature__ = own.replace(  # type: ignore[attr-defined]
