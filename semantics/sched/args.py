@@ -31,6 +31,12 @@ from ..jsondata import INT64
 from .base import ScheduleError, buffer_names, find_loops
 
 
+def show(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def matches(value: Any, schema: Mapping[str, Any]) -> bool:
     """Whether ``value`` satisfies the JSON Schema fragment ``schema`` (a list or tuple is an array;
     an integer is never a bool)."""
@@ -70,8 +76,7 @@ class Site:
     args: Mapping[str, Any] = field(default_factory=dict)
 
     def error(self, kind: "Kind", value: Any, detail: str = "", hint: str = "") -> ScheduleError:
-        text = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
-        return ScheduleError(f"{self.op}: {self.param} must be {kind.expected}, got {text}" +
+        return ScheduleError(f"{self.op}: {self.param} must be {kind.expected}, got {show(value)}" +
                              (f": {detail}" if detail else ""), hint=hint or kind.hint(self))
 
 
@@ -116,8 +121,12 @@ class Kind:
 
     def validate(self, value: Any, site: Site) -> Any:
         if not matches(value, self.schema()):
-            raise site.error(self, value)
+            raise site.error(self, value, self.flaw(value))
         return self.check(value, site)
+
+    def flaw(self, value: Any) -> str:
+        """Why ``value``, which fails the schema, fails it, where its type and the kind's words do not say it."""
+        return ""
 
     def check(self, value: Any, site: Site) -> Any:
         """What ``validate`` adds past the schema: program facts, normalization (the value by default)."""
@@ -144,6 +153,11 @@ class Int(Kind):
 
     def hint(self, site: Site) -> str:
         return f"pass an int in [{self.minimum}, {INT64[1]}] as {site.param}"
+
+    def flaw(self, value: Any) -> str:
+        if isinstance(value, int) and not isinstance(value, bool) and not INT64[0] <= value <= INT64[1]:
+            return "outside int64, the index type of the backends"
+        return ""
 
     def strategy(self, draw: Draw) -> Any:
         return _st().integers(max(self.minimum, -1), 6)
@@ -332,20 +346,20 @@ class ListOf(Kind):
 
     def validate(self, value: Any, site: Site) -> Any:
         if not matches(value, self.schema()):
-            raise site.error(self, value, self._flaw(value))
+            raise site.error(self, value, self.flaw(value))
         wanted = site.args.get(self.length_of) if self.length_of else None
         if wanted is not None and len(value) != len(wanted):
             raise site.error(self, value, f"{len(wanted)} item(s) in {self.length_of}, {len(value)} here")
         return [self.item.validate(v, Site(site.op, f"{site.param}[{k}]", site.program, site.args))
                 for k, v in enumerate(value)]
 
-    def _flaw(self, value: Any) -> str:
-        """Why a list that fails the schema fails it, past its type and length."""
+    def flaw(self, value: Any) -> str:
         if not isinstance(value, (list, tuple)) or len(value) < self.min_len:
             return ""
         bad = next((k for k, v in enumerate(value) if not matches(v, self.item.schema())), None)
         if bad is not None:
-            return f"item {bad} ({value[bad]!r}) is not {self.item.expected}"
+            why = self.item.flaw(value[bad])
+            return f"item {bad} ({value[bad]!r}) is not {self.item.expected}" + (f" ({why})" if why else "")
         return "a value appears more than once"
 
     def strategy(self, draw: Draw) -> Any:

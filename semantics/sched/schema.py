@@ -23,7 +23,7 @@ from typing import Any, Mapping, Optional, Union
 
 from ..errors import SerializationError
 from ..jsondata import conforms
-from .args import matches
+from .args import matches, show
 from .registry import OpDecl
 
 FIELDS: dict[str, Any] = {"kernel": str, "sizes": dict[str, int], "config": dict[str, Union[int, float, bool]],
@@ -58,7 +58,7 @@ def schedule_data(data: Any, ops: Mapping[str, OpDecl]) -> tuple[dict[str, Any],
                 continue
             raise SerializationError(f"the schedule file has no {key!r} field", hint=HINT)
         if not conforms(data[key], tp):
-            raise SerializationError(f"field {key!r} of the schedule file holds {_show(data[key])}, not {_name(tp)}",
+            raise SerializationError(f"field {key!r} of the schedule file holds {show(data[key])}, not {_name(tp)}",
                                      hint=HINT)
     for name, value in data["sizes"].items():
         if value < 0:
@@ -69,10 +69,10 @@ def schedule_data(data: Any, ops: Mapping[str, OpDecl]) -> tuple[dict[str, Any],
 def _entry(k: int, entry: Any, ops: Mapping[str, OpDecl]) -> tuple[str, dict]:
     where = f"history entry {k}"
     if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], dict)):
-        raise SerializationError(f"{where} is {_show(entry)}, not [op, {{args}}]", hint=HINT)
+        raise SerializationError(f"{where} is {show(entry)}, not [op, {{args}}]", hint=HINT)
     op, args = entry
     if not isinstance(op, str) or op not in ops:
-        raise SerializationError(f"{where}: unknown schedule op {_show(op)}", hint=f"ops: {', '.join(sorted(ops))}")
+        raise SerializationError(f"{where}: unknown schedule op {show(op)}", hint=f"ops: {', '.join(sorted(ops))}")
     decl = ops[op]
     schema = op_schema(decl)
     signature = f"{op}{decl.signature(decl.recorded)}"
@@ -81,17 +81,12 @@ def _entry(k: int, entry: Any, ops: Mapping[str, OpDecl]) -> tuple[str, dict]:
             raise SerializationError(f"{where}: {op} has no parameter {name!r}", hint=f"signature: {signature}")
         if not matches(value, schema["properties"][name]):
             expected = next(q.kind.expected for q in decl.recorded if q.name == name)
-            raise SerializationError(f"{where}: {op} argument {name!r} holds {_show(value)}, not {expected}",
+            raise SerializationError(f"{where}: {op} argument {name!r} holds {show(value)}, not {expected}",
                                      hint=f"signature: {signature}")
     missing = [name for name in schema["required"] if name not in args]
     if missing:
         raise SerializationError(f"{where}: {op} lacks argument {missing[0]!r}", hint=f"signature: {signature}")
     return op, args
-
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _name(tp: Any) -> str:
