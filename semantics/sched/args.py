@@ -210,13 +210,14 @@ class Enum(Kind):
 
 
 class LoopName(Kind):
-    """The name of a loop of the program; ``inside``: another parameter, whose loop this one is meant to
-    lie directly inside (strategies draw it there half of the time; the op checks the nesting)."""
+    """The name of a loop of the program. ``inside``: another parameter, whose loop this one is meant to
+    lie directly inside; ``nesting``: this loop is meant to have a loop directly inside it (strategies
+    draw such loops half of the time; the op checks the nesting)."""
 
     expected, plural, annotation = "a loop name", "loop names", str
 
-    def __init__(self, inside: Opt[str] = None) -> None:
-        self.inside = inside
+    def __init__(self, inside: Opt[str] = None, nesting: bool = False) -> None:
+        self.inside, self.nesting = inside, nesting
 
     def schema(self) -> dict[str, Any]:
         return {"type": "string"}
@@ -233,9 +234,14 @@ class LoopName(Kind):
         names = draw.loop_names()
         if not names:
             return None
-        outer = find_loops(draw.program.body, draw.args.get(self.inside)) if self.inside else []
-        children = [st.name for lp in outer[:1] for st in lp.body.ops if isinstance(st, L.Loop)]
-        return _st().sampled_from(names) | _st().sampled_from(children) if children else _st().sampled_from(names)
+        if self.inside:
+            outer = find_loops(draw.program.body, draw.args.get(self.inside))
+            preferred = [st.name for lp in outer[:1] for st in lp.body.ops if isinstance(st, L.Loop)]
+        else:
+            preferred = [lp.name for lp in L.loops(draw.program.body) if self.nesting and
+                         any(isinstance(st, L.Loop) for st in lp.body.ops)]
+        everything = _st().sampled_from(names)
+        return everything | _st().sampled_from(preferred) if preferred else everything
 
     def list_strategy(self, draw: Draw, length: int, distinct: bool) -> Any:
         """Permutations of ``length`` consecutive loops of a run of directly nested loops."""

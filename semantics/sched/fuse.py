@@ -22,7 +22,7 @@ from .base import Transformed, names_arg
 from .coalesce import merge
 
 
-@schedule_op("fuse", [A.LoopName(), A.LoopName(inside="outer"), A.Optional(A.NewLoopName())])
+@schedule_op("fuse", [A.LoopName(nesting=True), A.LoopName(inside="outer"), A.Optional(A.NewLoopName())])
 def fuse(p: ir.Program, outer: str, inner: str, name: Optional[str] = None) -> Transformed:
     """Merge loop ``inner`` into the loop ``outer`` around it (see the module doc)."""
     return merge(p, names_arg([outer, inner], "loops", "fuse"), name, "fuse")

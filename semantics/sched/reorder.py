@@ -63,7 +63,7 @@ def reorder(p: ir.Program, loops: list[str]) -> Transformed:
     return permute(p, band(p, order, "reorder"), order, "reorder")
 
 
-@schedule_op("swap", [A.LoopName(), A.LoopName(inside="outer")])
+@schedule_op("swap", [A.LoopName(nesting=True), A.LoopName(inside="outer")])
 def swap(p: ir.Program, outer: str, inner: str) -> Transformed:
     """Exchange loop ``outer`` and the loop ``inner`` directly inside it (see the module doc)."""
     b = band(p, names_arg([outer, inner], "loops", "swap"), "swap")
