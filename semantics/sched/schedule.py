@@ -85,7 +85,8 @@ class Schedule:
 
     # ------------------------------------------------------------------ ops
     def apply(self, op: str, *args: Any, **kwargs: Any) -> tuple[str, ...]:
-        """Apply op ``op`` and return the loop names it mints."""
+        """Apply op ``op`` to its arguments, validated by its declaration (``OpDecl.bind``; the supplied ones are
+        the schedule's), record them, and return the loop names it mints."""
         if op not in OPS:
             raise ScheduleError(f"unknown schedule op {op!r}", hint=f"ops: {', '.join(sorted(OPS))}")
         decl = OPS[op]
