@@ -200,9 +200,9 @@ def test_bind_over_a_barrier_lists_barrier_uniformity_and_unbinding_lists_depend
 
 def test_bind_preconditions():
     s, _ = make("scale1d", N=13)
-    raises(s.bind, "i", "grid", match="unknown kind 'grid'")
-    assert "slot" in raises(s.bind, "i", "block", match="unknown kind").hint
-    assert "vector" in raises(s.bind, "i", "gpu", match="unknown kind 'gpu'").hint
+    raises(s.bind, "i", "grid", match="kind must be one of 'grid0', .*, got 'grid'")
+    assert "slot" in raises(s.bind, "i", "block", match="got 'block'").hint
+    assert "vector" in raises(s.bind, "i", "gpu", match="got 'gpu'").hint
     raises(s.bind, "nope", "grid0", match="no loop named 'nope'")
     s.partition("i", [8])
     raises(s.bind, "i.s1", "grid0", match="hardware-bound loop 'i.s1' must start at 0")

@@ -129,12 +129,6 @@ def fresh_name(p: ir.Program, base: str, taken: set[str] | None = None) -> str:
     return f"{base}{k}"
 
 
-def positive_int(value: Any, what: str, op: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ScheduleError(f"{op}: {what} must be a positive int, got {value!r}", hint=f"pass an int > 0 as {what}")
-    return value
-
-
 # ----------------------------------------------------------------------------- arguments and diagnostics
 def names_arg(value: Any, what: str, op: str) -> tuple[str, ...]:
     """``value`` as a non-empty tuple of distinct loop names (a list or tuple of str)."""

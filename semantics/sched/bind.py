@@ -33,6 +33,8 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst
 from ..bindings import DEFAULT_TARGET, HARDWARE_INDICES, SCOPES, SLOTTED, THREAD_SCOPES, Target
@@ -40,6 +42,7 @@ from .base import ScheduleError, enclosing, replace_loop, the_loop, with_body
 from ..transform import Kind, Obligation, Tau, Transformed
 
 KINDS = tuple(f"{k}{s}" for k in SLOTTED for s in range(3)) + ("warp", "lane", "vector", "unrolled", "core", "serial")
+SLOT_HINT = "name the slot: grid0 / block0 is x, 1 is y, 2 is z"
 PARALLEL_KINDS = SCOPES
 
 
@@ -57,10 +60,8 @@ def _bound(loops: list) -> str:
                      if isinstance(lp, L.Loop) and L.binding_kind(lp.binding) in PARALLEL_KINDS) or "none"
 
 
+@schedule_op("bind", [A.LoopName(), A.Enum(KINDS, hints={k: SLOT_HINT for k in SLOTTED})])
 def bind(p: ir.Program, loop: str, kind: str) -> Transformed:
-    if kind not in KINDS:
-        hint = "name the slot: grid0 / block0 is x, 1 is y, 2 is z" if kind in SLOTTED else f"kinds: {', '.join(KINDS)}"
-        raise ScheduleError(f"bind: unknown kind {kind!r}", hint=hint)
     lp = the_loop(p, loop, "bind")
     base = L.binding_kind(kind)
     if base in HARDWARE_INDICES and lp.start != IConst(0):

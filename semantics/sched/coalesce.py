@@ -32,9 +32,11 @@ import math
 from typing import Any, Optional
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, IExpr, IVar, free_vars, ibin
-from .base import (ScheduleError, band, fresh_var, loop_name, map_node, names_arg, nest, positive_int, proves,
+from .base import (ScheduleError, band, fresh_var, loop_name, map_node, nest, proves,
                    replace_loop, subst_node, substitute_many, the_loop, with_body)
 from ..transform import Kind, Obligation, Piece, Tau, Transformed
 
@@ -89,28 +91,20 @@ def merge(p: ir.Program, names: tuple[str, ...], name: Optional[str], op: str) -
     return Transformed(with_body(p, replace_loop(p.body, first, [merged])), tau, obligations, (f_name,))
 
 
+@schedule_op("coalesce", [A.ListOf(A.LoopName(), min_len=2, distinct=True), A.Optional(A.NewLoopName())])
 def coalesce(p: ir.Program, loops: list[str], name: Optional[str] = None) -> Transformed:
     """Merge the perfectly nested band ``loops`` (outermost first) into one loop (see the module doc)."""
-    names = names_arg(loops, "loops", "coalesce")
-    if len(names) < 2:
-        raise ScheduleError(f"coalesce: a band of one loop ({names[0]!r}) has nothing to merge",
-                            hint="list two or more loops of a perfectly nested band, outermost first")
-    return merge(p, names, name, "coalesce")
+    return merge(p, tuple(loops), name, "coalesce")
 
 
+@schedule_op("reshape", [A.LoopName(), A.ListOf(A.PosInt(), min_len=2, product_of="loop"),
+                         A.Optional(A.ListOf(A.NewLoopName(), min_len=2, distinct=True, length_of="extents")),
+                         A.BoundSizes()])
 def reshape(p: ir.Program, loop: str, extents: list[int], names: Optional[list[str]] = None, *,
             bound_sizes: Optional[dict[str, int]] = None) -> Transformed:
     """Split loop ``loop`` into a nest with the given constant ``extents`` (see the module doc)."""
-    if not isinstance(extents, (list, tuple)) or len(extents) < 2:
-        raise ScheduleError(f"reshape: extents must list two or more loop extents, got {extents!r}",
-                            hint="e.g. extents=[4, 6] for a loop of extent 24")
-    es = [positive_int(e, f"extent {k}", "reshape") for k, e in enumerate(extents)]
-    given: list[Any] = [None] * len(es)
-    if names is not None:
-        given = list(names_arg(names, "names", "reshape"))
-        if len(given) != len(es):
-            raise ScheduleError(f"reshape: {len(es)} extents need {len(es)} names, got {len(given)}",
-                                hint="give one name per extent, or leave names out")
+    es = list(extents)
+    given: list[Any] = [None] * len(es) if names is None else list(names)
     lp = the_loop(p, loop, "reshape")
     if lp.start != IConst(0):
         raise ScheduleError(f"reshape: loop {loop!r} must start at 0 (it starts at {lp.start})",

@@ -28,6 +28,8 @@ import math
 from typing import Any, Optional
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, IExpr, IVar, ibin
 from .base import ScheduleError, buffer_type, fresh_name, fresh_var, proves, replace_loop, with_body
@@ -57,6 +59,7 @@ def _zeroing(p: ir.Program, st: Any, buf: str, shape: tuple[IExpr, ...],
     return loops, st
 
 
+@schedule_op("expand_zero", [A.BufferName(), A.BoundSizes()])
 def expand_zero(p: ir.Program, buffer: str, *, bound_sizes: Optional[dict[str, int]] = None) -> Transformed:
     shape = buffer_type(p, buffer, "expand_zero")[1]
     if not shape:

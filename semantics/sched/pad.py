@@ -23,9 +23,11 @@ import dataclasses
 from typing import Optional
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, IExpr, IVar, ibin
-from .base import ScheduleError, hardware_bound, positive_int, proves, replace_loop, the_loop, with_body
+from .base import ScheduleError, hardware_bound, proves, replace_loop, the_loop, with_body
 from ..transform import Kind, Obligation, Piece, Tau, Transformed
 
 
@@ -40,9 +42,10 @@ def _guard_leaves(block: ir.Block, cond: IExpr) -> ir.Block:
     return ir.Block(block.args, tuple(ops), block.yields)
 
 
+@schedule_op("pad", [A.LoopName(), A.PosInt(), A.BoundSizes()])
 def pad(p: ir.Program, loop: str, to_multiple_of: int, *,
         bound_sizes: Optional[dict[str, int]] = None) -> Transformed:
-    t = positive_int(to_multiple_of, "to_multiple_of", "pad")
+    t = to_multiple_of
     lp = the_loop(p, loop, "pad")
     if lp.start != IConst(0):
         raise ScheduleError(f"pad: loop {loop!r} must start at 0 (it starts at {lp.start})",

@@ -40,6 +40,8 @@ from typing import Iterator, Optional
 import islpy as isl
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from ..affine import Context, to_isl, var_name
 from ..solver_names import solver_name
@@ -48,12 +50,9 @@ from .base import Copier, ScheduleError, const_value, context_at, hardware_bound
 from ..transform import Kind, Obligation, Tau, Transformed
 
 
+@schedule_op("partition", [A.LoopName(), A.ListOf(A.Int(), within="loop"), A.BoundSizes()])
 def partition(p: ir.Program, loop: str, breakpoints: list, *,
               bound_sizes: Optional[dict[str, int]] = None) -> Transformed:
-    if not isinstance(breakpoints, (list, tuple)) or not breakpoints or \
-            not all(isinstance(b, int) and not isinstance(b, bool) for b in breakpoints):
-        raise ScheduleError(f"partition: breakpoints must be a non-empty list of ints, got {breakpoints!r}",
-                            hint="pass e.g. [12]; s.partition_breakpoints(loop) proposes the points where guards flip")
     lp = the_loop(p, loop, "partition")
     if hardware_bound(lp):
         raise ScheduleError(f"partition: loop {loop!r} is bound to {lp.binding}; hardware loops start at 0",

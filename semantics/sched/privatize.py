@@ -51,6 +51,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, IExpr, IVar, free_vars, ibin, linear
 from .base import (ScheduleError, buffer_names, buffer_type, conj, fresh_buffer, fresh_name, fresh_var, hardware_bound,
@@ -148,6 +150,7 @@ def _remap(node: Any, target: str, tile: str, keep: tuple[int, ...], over: L.Loo
     return node
 
 
+@schedule_op("privatize", [A.BufferName(), A.LoopName()])
 def privatize(p: ir.Program, target: str, over: str) -> Transformed:
     lp = the_loop(p, over, "privatize")
     if lp.kind == "parallel" or hardware_bound(lp):

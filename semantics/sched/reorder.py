@@ -21,6 +21,8 @@ Legality, for old order ``(l_0, ..., l_{k-1})`` and new order ``pi``:
 from __future__ import annotations
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from ..index import free_vars
 from .base import Band, ScheduleError, band, names_arg, nest, replace_loop, with_body
 from ..transform import Kind, Obligation, Tau, Transformed
@@ -54,15 +56,14 @@ def permute(p: ir.Program, b: Band, order: tuple[str, ...], op: str) -> Transfor
     return Transformed(with_body(p, replace_loop(p.body, b.loops[0], [new])), Tau(), tuple(obligations))
 
 
+@schedule_op("reorder", [A.ListOf(A.LoopName(), min_len=2, distinct=True)])
 def reorder(p: ir.Program, loops: list[str]) -> Transformed:
     """Nest the perfectly nested band ``loops`` in the order given, outermost first (see the module doc)."""
-    order = names_arg(loops, "loops", "reorder")
-    if len(order) < 2:
-        raise ScheduleError(f"reorder: a band of one loop ({order[0]!r}) has nothing to permute",
-                            hint="list two or more loops of a perfectly nested band in their new order")
+    order = tuple(loops)
     return permute(p, band(p, order, "reorder"), order, "reorder")
 
 
+@schedule_op("swap", [A.LoopName(nesting=True), A.LoopName(inside="outer")])
 def swap(p: ir.Program, outer: str, inner: str) -> Transformed:
     """Exchange loop ``outer`` and the loop ``inner`` directly inside it (see the module doc)."""
     b = band(p, names_arg([outer, inner], "loops", "swap"), "swap")

@@ -20,18 +20,19 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, ibin
 from .base import ScheduleError, fresh_var, loop_name, proves, replace_loop, subst_node, the_loop, with_body
 from ..transform import Kind, Obligation, Piece, Tau, Transformed
 
 
+@schedule_op("insert_unit", [A.LoopName(), A.Optional(A.NewLoopName()), A.Optional(A.Enum(L.LOOP_KINDS))])
 def insert_unit(p: ir.Program, loop: str, name: Optional[str] = None, kind: Optional[str] = None) -> Transformed:
     """Wrap loop ``loop`` in a new loop of extent 1 (see the module doc)."""
     lp = the_loop(p, loop, "insert_unit")
     unit_kind = lp.kind if kind is None else kind
-    if unit_kind not in L.LOOP_KINDS:
-        raise ScheduleError(f"insert_unit: unknown loop kind {unit_kind!r}", hint=f"kinds: {', '.join(L.LOOP_KINDS)}")
     u_name = loop_name(p, name, f"{loop}.unit", "insert_unit")
     unit = L.Loop(fresh_var(p)(), u_name, IConst(1), unit_kind, ir.Block((), (lp,)), None, IConst(0), lp.loc)
     obligations = (
@@ -43,6 +44,7 @@ def insert_unit(p: ir.Program, loop: str, name: Optional[str] = None, kind: Opti
     return Transformed(with_body(p, replace_loop(p.body, lp, [unit])), Tau(), obligations, (u_name,))
 
 
+@schedule_op("remove_unit", [A.LoopName(), A.BoundSizes()])
 def remove_unit(p: ir.Program, loop: str, *, bound_sizes: Optional[dict[str, int]] = None) -> Transformed:
     """Drop loop ``loop``, which has exactly one iteration, substituting its start (see the module doc)."""
     lp = the_loop(p, loop, "remove_unit")

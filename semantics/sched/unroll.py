@@ -27,6 +27,8 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst
 from ..printer import sexpr
@@ -36,11 +38,9 @@ from .cse import cse_loads
 from .simplify import simplify_block
 
 
+@schedule_op("unroll", [A.LoopName(), A.Bool(), A.BoundSizes()])
 def unroll(p: ir.Program, loop: str, materialize: bool = False, *,
            bound_sizes: Optional[dict[str, int]] = None) -> Transformed:
-    if not isinstance(materialize, bool):
-        raise ScheduleError(f"unroll: materialize must be a bool, got {materialize!r}",
-                            hint="pass materialize=True to copy the body, False to mark the loop")
     lp = the_loop(p, loop, "unroll")
     if not materialize:
         marked = L.Loop(lp.var, lp.name, lp.extent, lp.kind, lp.body, "unrolled", lp.start, lp.loc)
