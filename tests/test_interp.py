@@ -11,7 +11,7 @@ import pytest
 
 import tilecert as tc
 from tilecert import bf16, bool_, f16, f32, f64, i8, i16, i32, i64, u8
-from tilecert.semantics import interp as interp_mod
+from tilecert.semantics import interp_fast as interp_mod
 from examples.gemm import gemm
 
 ORDERS = (("canonical", 0), ("reverse", 0), ("shuffle", 0), ("shuffle", 1), ("shuffle", 7))
