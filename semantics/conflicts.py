@@ -77,7 +77,8 @@ class Recorder:
 
     def record(self, buf: str, cells: np.ndarray, is_write: bool, what: str,
                insts: Optional[np.ndarray] = None) -> None:
-        """Record an access of ``cells``, by the current instance or by ``insts`` (one per cell)."""
+        """Record an access of ``cells`` (an array of any shape), by the current instance or by ``insts``
+        (broadcastable to ``cells``: the instance of each cell)."""
         scope = self.scopes[-1]
         scope.accesses.append(what)
         if insts is None:
@@ -125,18 +126,25 @@ class Recorder:
                     continue
                 for cells, is_write, insts, a in recs:
                     parent.accesses.append(scope.accesses[a])
-                    up = np.full(len(cells), len(parent.instances) - 1) if lift is None else lift(insts)
+                    up = np.asarray(len(parent.instances) - 1) if lift is None else lift(insts)
                     parent.records.setdefault(buf, []).append((cells, is_write, up, len(parent.accesses) - 1))
 
 
 def _first_conflict(buf: str, recs: list[tuple[np.ndarray, bool, np.ndarray, int]], group: Optional[int]):
     """``(group, cell, buf, cell, (writer, its access), (other, its access))`` of the first conflict
     on ``buf`` in the order of the module doc, or None. Only cells somebody writes can conflict."""
-    wrecs = [r[0] for r in recs if r[1] and len(r[0])]
+    wrecs = [r[0].reshape(-1) for r in recs if r[1] and r[0].size]
     if not wrecs:
         return None
-    top = max(int(r[0].max()) for r in recs if len(r[0])) + 1
-    total = sum(len(r[0]) for r in recs)
+    top = max(int(r[0].max()) for r in recs if r[0].size) + 1
+    total = sum(r[0].size for r in recs)
+    if top <= 8 * total + 4096:  # a quick test first: does any cell a write touches have two instances?
+        owner = np.full(top, -1, np.int64)
+        for cells, is_write, insts, _ in recs:
+            if is_write and cells.size:
+                owner[cells] = np.broadcast_to(insts, cells.shape)
+        if not any((((o := owner[cells]) >= 0) & (o != insts)).any() for cells, _, insts, _ in recs if cells.size):
+            return None
     written = np.zeros(top, bool) if top <= 8 * total + 4096 else None
     if written is not None:
         written[np.concatenate(wrecs)] = True
@@ -144,7 +152,7 @@ def _first_conflict(buf: str, recs: list[tuple[np.ndarray, bool, np.ndarray, int
     for k, (cells, is_write, insts, a) in enumerate(recs):
         sel = written[cells] if written is not None else np.isin(cells, np.concatenate(wrecs))
         if sel.any():
-            parts.append((cells[sel], is_write, np.broadcast_to(insts, cells.shape)[sel], k))
+            parts.append((cells[sel].reshape(-1), is_write, np.broadcast_to(insts, cells.shape)[sel].reshape(-1), k))
     cells = np.concatenate([c for c, _, _, _ in parts]).astype(np.int64, copy=False)
     insts = np.concatenate([i for _, _, i, _ in parts]).astype(np.int64, copy=False)
     writes = np.concatenate([np.full(len(c), w) for c, w, _, _ in parts])

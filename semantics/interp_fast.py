@@ -570,8 +570,8 @@ class Interpreter:
             base = sum(_pad(np.asarray(o, np.int64), d) * st for o, st in zip(os, cstr))
             offs = self._box_offsets(shape, box)
             full = np.broadcast_shapes(base.shape, inst.shape)
-            cells = (np.broadcast_to(base, full)[..., None] + offs).reshape(-1)
-            insts = np.broadcast_to(np.broadcast_to(inst, full)[..., None], full + offs.shape).reshape(-1)
+            cells = np.broadcast_to(base, full)[..., None] + offs
+            insts = inst[..., None]
         else:
             idx, mask, _ = self._box_cells(shape, box, os, d)
             inst = inst.reshape(inst.shape + (1,) * r)
