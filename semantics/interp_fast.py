@@ -912,19 +912,10 @@ class Interpreter:
         plan = self._plan(op.body)
         args = [v.id for v in op.body.args]
         yields = op.body.yields
-        if len(ext) == 1:
-            key0 = (region, 0)
-            for x in (range(ext[0] - 1, -1, -1) if reverse else range(ext[0])):
-                coords[key0] = x
-                for vid, c in zip(args, carries):
-                    env[vid] = c
-                for f in plan:
-                    f()
-                carries = [env[y] for y in yields]
-            return carries
+        keys = [(region, a) for a in range(len(ext))]
         for point in self._points(ext, reverse):
-            for a, x in enumerate(point):
-                coords[(region, a)] = x
+            for key, x in zip(keys, point):
+                coords[key] = x
             for vid, c in zip(args, carries):
                 env[vid] = c
             for f in plan:
