@@ -41,6 +41,9 @@ class _Scope:
     accesses: list[str] = field(default_factory=list)
     # per buffer: (cells, is_write, instance number of each cell, access number)
     records: dict[str, list[tuple[np.ndarray, bool, np.ndarray, int]]] = field(default_factory=dict)
+    # per buffer: (origins (items x rank), box extents, buffer shape, is_write, instance of each item, access number)
+    boxes: dict[str, list[tuple[np.ndarray, tuple[int, ...], tuple[int, ...], bool, np.ndarray, int]]] = \
+        field(default_factory=dict)
 
 
 class Grid(Sequence):
@@ -86,6 +89,14 @@ class Recorder:
             insts = np.full(len(cells), len(scope.instances) - 1)
         scope.records.setdefault(buf, []).append((cells, is_write, insts, len(scope.accesses) - 1))
 
+    def record_boxes(self, buf: str, shape: tuple[int, ...], origins: np.ndarray, box: tuple[int, ...],
+                     is_write: bool, what: str, insts: np.ndarray) -> None:
+        """Record an access of the cells inside ``shape`` of a box of extents ``box`` at each row of
+        ``origins`` (items x rank), by instance ``insts[item]``."""
+        scope = self.scopes[-1]
+        scope.accesses.append(what)
+        scope.boxes.setdefault(buf, []).append((origins, box, shape, is_write, insts, len(scope.accesses) - 1))
+
     def restart(self, count: int, describe_cell: Callable[[str, int], tuple[int, ...]],
                 shared: Callable[[str, int], bool], lifts: Sequence[Optional[Callable[[np.ndarray], np.ndarray]]]
                 ) -> None:
@@ -105,8 +116,14 @@ class Recorder:
         """Check the closing scope; pass on the records of buffers ``shared`` at the parent's depth, as
         accesses of the parent's current instance or of the instances ``lift`` maps them to."""
         scope = self.scopes.pop()
-        found = [hit for buf, recs in scope.records.items()
-                 if (hit := _first_conflict(buf, recs, scope.group)) is not None]
+        found = []
+        for buf in sorted(set(scope.records) | set(scope.boxes)):
+            boxes = scope.boxes.get(buf, [])
+            if buf not in scope.records and not _boxes_may_conflict(boxes, scope.group):
+                continue
+            hit = _first_conflict(buf, scope.records.get(buf, []) + [_box_cells(*b) for b in boxes], scope.group)
+            if hit is not None:
+                found.append(hit)
         if found:
             _, _, buf, cell, (iw, aw), (io, ao) = min(found)
             named = lambda i: scope.instances[i % scope.group if scope.group else i]  # noqa: E731
@@ -128,6 +145,57 @@ class Recorder:
                     parent.accesses.append(scope.accesses[a])
                     up = np.asarray(len(parent.instances) - 1) if lift is None else lift(insts)
                     parent.records.setdefault(buf, []).append((cells, is_write, up, len(parent.accesses) - 1))
+            for buf, boxes in scope.boxes.items():
+                if not shared(buf, len(self.scopes)):
+                    continue
+                for origins, box, shape, is_write, insts, a in boxes:
+                    parent.accesses.append(scope.accesses[a])
+                    up = np.full(len(insts), len(parent.instances) - 1) if lift is None else lift(insts)
+                    parent.boxes.setdefault(buf, []).append((origins, box, shape, is_write, up,
+                                                             len(parent.accesses) - 1))
+
+
+# Box records are compared pairwise (writer items x all items) up to this many pairs, else cell by cell.
+PAIRS_MAX = 1 << 20
+
+
+def _boxes_may_conflict(boxes: list, group: Optional[int]) -> bool:
+    """Whether two items of the box records, of different instances of one execution and one of them
+    a write, share a cell: their boxes clipped to the buffer intersect on every axis (True also when
+    there are too many pairs to tell; the cells decide then)."""
+    if not boxes:
+        return False
+    lo = np.concatenate([np.maximum(o, 0) for o, _, _, _, _, _ in boxes])
+    hi = np.concatenate([np.minimum(o + np.asarray(b, np.int64), np.asarray(sh, np.int64))
+                         for o, b, sh, _, _, _ in boxes])
+    writes = np.concatenate([np.full(len(o), w) for o, _, _, w, _, _ in boxes])
+    insts = np.concatenate([np.asarray(i, np.int64) for _, _, _, _, i, _ in boxes])
+    live = np.all(hi > lo, axis=1)
+    w, a = np.nonzero(writes & live)[0], np.nonzero(live)[0]
+    if not w.size:
+        return False
+    if w.size * a.size > PAIRS_MAX:
+        return True
+    meet = np.all((lo[w][:, None] < hi[a][None]) & (lo[a][None] < hi[w][:, None]), axis=2)
+    other = insts[w][:, None] != insts[a][None]
+    if group:
+        other &= (insts[w] // group)[:, None] == (insts[a] // group)[None]
+    return bool((meet & other).any())
+
+
+def _box_cells(origins: np.ndarray, box: tuple[int, ...], shape: tuple[int, ...], is_write: bool,
+               insts: np.ndarray, access: int) -> tuple[np.ndarray, bool, np.ndarray, int]:
+    """A box record as a cell record: the row-major cells inside ``shape`` of every item's box."""
+    r = len(box)
+    idx = [origins[:, a].reshape((-1,) + (1,) * a + (1,) + (1,) * (r - a - 1)) +
+           np.arange(n).reshape((1,) * (a + 1) + (n,) + (1,) * (r - a - 1)) for a, n in enumerate(box)]
+    full = (len(origins),) + tuple(box)
+    inside = np.ones(full, bool)
+    for ia, n in zip(idx, shape):
+        inside = inside & (ia >= 0) & (ia < n)
+    cells = np.ravel_multi_index(tuple(np.broadcast_to(ia, full)[inside] for ia in idx), shape) if r \
+        else np.zeros(int(inside.sum()), np.int64)
+    return cells, is_write, np.broadcast_to(np.asarray(insts).reshape((-1,) + (1,) * r), full)[inside], access
 
 
 def _first_conflict(buf: str, recs: list[tuple[np.ndarray, bool, np.ndarray, int]], group: Optional[int]):
@@ -182,5 +250,5 @@ def _first_conflict(buf: str, recs: list[tuple[np.ndarray, bool, np.ndarray, int
 
     def first(inst: int, write_only: bool) -> int:
         k = at[(insts[at] == inst) & (writes[at] | (not write_only))]
-        return recs[int(which[k].min())][3]
+        return min(recs[int(j)][3] for j in np.unique(which[k]))
     return key[0], key[1], buf, key[1], (iw, first(iw, True)), (io, first(io, False))

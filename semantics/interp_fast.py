@@ -123,7 +123,6 @@ class Interpreter:
         self._merges: dict[int, Optional[list[Optional[str]]]] = {}
         self._static_elems: dict[int, int] = {}
         self._windows: dict[tuple[str, tuple[int, ...]], np.ndarray] = {}
-        self._offsets: dict[tuple[tuple[int, ...], tuple[int, ...]], np.ndarray] = {}
         self._mma_infos: dict[int, tuple] = {}
 
     def reset(self, tensors: dict[str, np.ndarray], *, order: str = "canonical", seed: int = 0,
@@ -511,19 +510,6 @@ class Interpreter:
             self._windows[key] = win
         return win
 
-    def _box_offsets(self, shape: tuple[int, ...], box: tuple[int, ...]) -> np.ndarray:
-        """Flat (row-major) offsets of a box's cells from its origin cell."""
-        key = (shape, box)
-        offs = self._offsets.get(key)
-        if offs is None:
-            strides = [_prod(shape[a + 1:]) for a in range(len(shape))]
-            offs = np.zeros((), np.int64)
-            for a, (b, st) in enumerate(zip(box, strides)):
-                offs = np.add.outer(offs, np.arange(b, dtype=np.int64) * st)
-            offs = offs.reshape(-1)
-            self._offsets[key] = offs
-        return offs
-
     def _box_cells(self, shape, box, origins, depth) -> tuple[list[np.ndarray], np.ndarray, tuple[int, ...]]:
         """Per-cell index arrays (batch + box, broadcastable), the in-bounds mask and the batch shape."""
         r = len(box)
@@ -558,45 +544,34 @@ class Interpreter:
         tensor the program writes (a cell nobody writes cannot conflict)."""
         return self.recorder is not None and self.recorder.open and tensor in self.watched
 
-    def _note(self, tensor: str, shape: tuple[int, ...], cstr: Optional[tuple[int, ...]], os, box: tuple[int, ...],
-              is_write: bool, what: str) -> None:
-        """Record the cells of the box at origins ``os`` that each current instance touches, with its
-        instance number (``self.inst`` broadcast over the batch axes; loop-fold axes carry one instance).
-        ``cstr``: the tensor's row-major strides when every box lies inside it; None: cells outside are
-        not accessed."""
-        d, r = self.depth, len(box)
+    def _note(self, tensor: str, os, box: tuple[int, ...], is_write: bool, what: str) -> None:
+        """Record the box at origins ``os`` (its cells inside the tensor) for every current instance:
+        one box per point of the batch axes, with that point's instance number (``self.inst``; a
+        loop-fold axis carries one instance over its iterations)."""
+        d = self.depth
         inst = self.inst.reshape(self.inst.shape + (1,) * (d - self.inst.ndim))
-        if cstr is not None:
-            base = sum(_pad(np.asarray(o, np.int64), d) * st for o, st in zip(os, cstr))
-            offs = self._box_offsets(shape, box)
-            full = np.broadcast_shapes(base.shape, inst.shape)
-            cells = np.broadcast_to(base, full)[..., None] + offs
-            insts = inst[..., None]
-        else:
-            idx, mask, _ = self._box_cells(shape, box, os, d)
-            inst = inst.reshape(inst.shape + (1,) * r)
-            full = np.broadcast_shapes(mask.shape, inst.shape, *(ia.shape for ia in idx))
-            mask = np.broadcast_to(mask, full)
-            cells = np.ravel_multi_index(tuple(np.broadcast_to(ia, full)[mask] for ia in idx), shape) if r \
-                else np.zeros(int(mask.sum()), np.int64)
-            insts = np.broadcast_to(inst, full)[mask]
-        self.recorder.record(tensor, cells, is_write, what, insts)  # type: ignore[union-attr]
+        org = [_pad(np.asarray(o, np.int64), d) for o in os]
+        full = np.broadcast_shapes(inst.shape, *(o.shape for o in org))
+        n = _prod(full)
+        origins = np.stack([np.broadcast_to(o, full).reshape(-1) for o in org], axis=1) if org \
+            else np.zeros((n, 0), np.int64)
+        self.recorder.record_boxes(tensor, self.tensors[tensor].shape, origins, box, is_write, what,  # type: ignore
+                                   np.broadcast_to(inst, full).reshape(-1))
 
     def describe_cell(self, tensor: str, cell: int) -> tuple[int, ...]:
         return tuple(int(c) for c in np.unravel_index(cell, self.tensors[tensor].shape))
 
     def _view(self, op: Union[ir.ViewLoad, ir.ViewStore]):
-        """What loads and stores share: the tensor table, name, shape, rank, compiled origins, the box
-        (constant or a function) and the tensor's row-major strides."""
+        """What loads and stores share: the tensor table, name, shape, rank, compiled origins and the box
+        (constant or a function)."""
         tensors, name = self.tensors, op.tensor
         shape = tensors[name].shape
         r = len(shape)
         box_c, box_f = self._shape_fn(op.extents, "box extent", op.loc)
-        cstr = tuple(_prod(shape[a + 1:]) for a in range(r))
-        return tensors, name, shape, r, [self._cx(o) for o in op.origin], box_c, box_f, cstr
+        return tensors, name, shape, r, [self._cx(o) for o in op.origin], box_c, box_f
 
     def _c_ViewLoad(self, op: ir.ViewLoad) -> Callable[[], None]:
-        tensors, name, shape, r, org, box_c, box_f, cstr = self._view(op)
+        tensors, name, shape, r, org, box_c, box_f = self._view(op)
         scalar_out = op.out.type.rank == 0
         env, oid = self.env, op.out.id
         what = f"load at {op.loc}"
@@ -618,12 +593,12 @@ class Interpreter:
                     else:
                         vals = t[tuple([slice(o, o + b) for o, b in zip(os, box)])].copy()
                     if record:
-                        self._note(name, shape, cstr, os, box, False, what)
+                        self._note(name, os, box, False, what)
                     env[oid] = vals
                     return
                 if not ints and self._in_bounds(os, box, shape):
                     if record:
-                        self._note(name, shape, cstr, os, box, False, what)
+                        self._note(name, os, box, False, what)
                         record = False
                     d = max(o.ndim for o in os if isinstance(o, np.ndarray))
                     ix = tuple(_pad(o, d) if isinstance(o, np.ndarray) else int(o) for o in os)
@@ -648,7 +623,7 @@ class Interpreter:
         full = allocatable(bshape + box, t.itemsize, "a tile load (all parallel instances)", op.loc)
         mask = np.broadcast_to(mask, full)
         if record:
-            self._note(op.tensor, t.shape, None, os, box, False, what)
+            self._note(op.tensor, os, box, False, what)
         if t.size == 0:
             vals = np.zeros(full, t.dtype)
         elif r == 0:
@@ -670,7 +645,7 @@ class Interpreter:
         return np.where(mask, vals, fill).astype(t.dtype, copy=False)
 
     def _c_ViewStore(self, op: ir.ViewStore) -> Callable[[], None]:
-        tensors, name, shape, r, org, box_c, box_f, cstr = self._view(op)
+        tensors, name, shape, r, org, box_c, box_f = self._view(op)
         vt = self.types[op.value]
         vrank = vt.rank
         used = tuple(p for p in op.perm if p is not None)
@@ -691,7 +666,7 @@ class Interpreter:
                             break
                     else:
                         if self.recording(name):
-                            self._note(name, shape, cstr, os, box, True, what)
+                            self._note(name, os, box, True, what)
                         t[tuple(os)] = v
                         return
             arr = get(op.value, vrank)
@@ -707,12 +682,12 @@ class Interpreter:
                 vbatch = arr.shape[:d]
                 if ints and inside and (d == 0 or _prod(vbatch) == 1):
                     if record:
-                        self._note(name, shape, cstr, os, box, True, what)
+                        self._note(name, os, box, True, what)
                     t[tuple(slice(o, o + b) for o, b in zip(os, box))] = arr.reshape(arr.shape[d:]) if d else arr
                     return
                 if not ints and self._in_bounds(os, box, shape):
                     if record:
-                        self._note(name, shape, cstr, os, box, True, what)
+                        self._note(name, os, box, True, what)
                         record = False
                     ix = tuple(_pad(o, d) if isinstance(o, np.ndarray) else int(o) for o in os)
                     bshape = np.broadcast_shapes(*(o.shape for o in ix if isinstance(o, np.ndarray)))
@@ -735,7 +710,7 @@ class Interpreter:
         mask = np.broadcast_to(mask, full)
         sel = tuple(np.broadcast_to(ia, full)[mask] for ia in idx)
         if record:
-            self._note(op.tensor, t.shape, None, os, box, True, what)
+            self._note(op.tensor, os, box, True, what)
         if len(box) == 0:
             if arr.size:
                 t[()] = arr.reshape(-1)[-1]
