@@ -16,10 +16,10 @@ or fold reduce loop then folds the contributions strictly in order; a tree reduc
 them by its policy exactly as iteration by iteration. Loads use strided windows, and mma
 products one layout plan per operand shape (``_mma_plan``).
 
-Checked mode runs the same batches and records, per access, every cell each parallel
-instance touches with its instance number (``conflicts.Recorder``; a batched region is a
-grouped scope over the enclosing instances). Only tensors the program writes are recorded:
-a cell nobody writes cannot conflict.
+Checked mode runs the same batches and records, per access, the box each parallel instance
+touches (one per batch point) with its instance number (``conflicts.Recorder``, which
+compares boxes pairwise; a batched region is a grouped scope over the enclosing instances).
+Only tensors the program writes are recorded: a cell nobody writes cannot conflict.
 
 Each block is compiled once into a list of closures (index expressions with the sizes
 folded in, shapes, axis permutations); executing a block calls them in order, and compiled

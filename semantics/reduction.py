@@ -1,4 +1,6 @@
-"""Reduction policies: the computations each policy admits, and how the interpreter picks one.
+"""Reduction policies: the computations each policy admits, and how the interpreters pick one;
+the merge of each update of a reduce region (``classify_updates``), which expansion and the
+interpreters share.
 
 Contributions ``x[0..n-1]`` (stacked on one axis, axis 0 unless told otherwise, in source
 order: lexicographic over the domain) are combined with a seed ``z`` and a merge function:
