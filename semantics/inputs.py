@@ -8,7 +8,7 @@ disagreement is an ``InputError`` naming both sources. The interpreters (``tc.ru
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -50,21 +50,31 @@ def bind_sizes(kernel: str, size_names: Sequence[str], tensors: Sequence[Any], a
     return sizes
 
 
+def take_arrays(tensors: Sequence[Any], kwargs: Mapping[str, Any], loc: Loc,
+                check: Callable[[Any, Any], np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Each tensor's array from the keyword arguments, through ``check(tensor, value)``, and the
+    arguments left (sizes); a missing tensor is an ``InputError``."""
+    rest = dict(kwargs)
+    arrays: dict[str, np.ndarray] = {}
+    for t in tensors:
+        if t.name not in rest:
+            raise InputError(f"missing array for tensor {t.name}", loc, f"pass {t.name}=numpy_array")
+        arrays[t.name] = check(t, rest.pop(t.name))
+    return arrays, rest
+
+
 def prepare_inputs(p: ir.Program, kwargs: Mapping[str, Any], bound: Mapping[str, int] | None = None
                    ) -> tuple[dict[str, np.ndarray], dict[str, int]]:
     """The arrays by tensor name (written tensors copied, bf16 values rounded; read-only ones are the
     caller's arrays) and every size, from keyword arguments; ``bound``: sizes a schedule binds."""
-    arrays: dict[str, np.ndarray] = {}
-    rest = dict(kwargs)
-    for t in p.tensors:
-        if t.name not in rest:
-            raise InputError(f"missing array for tensor {t.name}", p.loc, f"pass {t.name}=numpy_array")
-        arr = rest.pop(t.name)
+    def check(t: ir.TensorDecl, arr: Any) -> np.ndarray:
         if not isinstance(arr, np.ndarray):
             raise InputError(f"{t.name} must be a numpy array, got {type(arr).__name__}", p.loc, "use np.asarray(...)")
         dt = dtype_of(t.dtype)
         if arr.dtype != dt.storage:
             raise InputError(f"{t.name} has dtype {arr.dtype}; the kernel declares {t.dtype}", p.loc,
                              f"pass {t.name}.astype(np.{dt.storage})")
-        arrays[t.name] = store_as(dt, np.array(arr, copy=True) if t.written else arr)
+        return store_as(dt, np.array(arr, copy=True) if t.written else arr)
+
+    arrays, rest = take_arrays(p.tensors, kwargs, p.loc, check)
     return arrays, bind_sizes(p.name, p.sizes, p.tensors, arrays, rest, p.loc, bound or {})

@@ -30,7 +30,7 @@ import numpy as np
 from tilecert.lowering import Lowered, Validation, ValidationError, validate
 from tilecert.semantics import ir
 from tilecert.semantics.errors import ExecutionError, InputError
-from tilecert.semantics.inputs import bind_sizes
+from tilecert.semantics.inputs import bind_sizes, take_arrays
 
 from ..arrays import check_array
 from ..errors import SanitizerError
@@ -82,13 +82,8 @@ class CKernel:
         if positional:
             raise InputError(f"kernel {lp.name} takes its arrays and sizes by name, got {len(positional)} positional "
                              "argument(s)", p.loc, f"pass them as keywords: {', '.join(t.name + '=...' for t in lp.tensors)}")
-        rest = dict(kwargs)
-        arrays: dict[str, np.ndarray] = {}
-        for t in lp.tensors:
-            if t.name not in rest:
-                raise InputError(f"missing array for tensor {t.name}", p.loc, f"pass {t.name}=numpy_array")
-            arrays[t.name] = check_array(t.name, rest.pop(t.name), np.dtype(_STORAGE[t.dtype]), t.dtype,
-                                         len(t.shape), p.loc, writable=in_place and t.written)
+        arrays, rest = take_arrays(lp.tensors, kwargs, p.loc, lambda t, a: check_array(
+            t.name, a, np.dtype(_STORAGE[t.dtype]), t.dtype, len(t.shape), p.loc, writable=in_place and t.written))
         sizes = bind_sizes(lp.name, lp.sizes, lp.tensors, arrays, rest, p.loc, lp.bound)
         return arrays, sizes
 
