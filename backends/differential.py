@@ -50,7 +50,8 @@ from tilecert.checker.gate import Proof
 from tilecert.semantics import ir
 from tilecert.semantics.errors import ExecutionError
 from tilecert.semantics.expand import expand
-from tilecert.semantics.interp import interpret, prepare_inputs
+from tilecert.semantics.inputs import prepare_inputs
+from tilecert.semantics.interp_fast import interpret
 from tilecert.semantics.loopinterp import interpret_loops
 from tilecert.semantics.loopir import is_loop_form
 from tilecert.semantics.sched import Schedule

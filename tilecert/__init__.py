@@ -17,7 +17,8 @@ from tilecert.semantics.errors import (CaptureError, ExecutionError, InputError,
                                        UncheckedSizesWarning,
                                        TypeMismatch)
 from tilecert.semantics.expand import expand
-from tilecert.semantics.interp import interpret, prepare_inputs
+from tilecert.semantics.inputs import prepare_inputs
+from tilecert.semantics.interp_fast import interpret
 from tilecert.semantics.loopinterp import interpret_loops
 from tilecert.semantics.loopir import is_loop_form
 from tilecert.semantics.kernel import Kernel, Tensor, kernel

@@ -29,7 +29,7 @@ import numpy as np
 from .. import ir
 from ..errors import InputError, SerializationError, TilecertError, UncheckedSizesWarning
 from ..expand import expand
-from ..interp import prepare_inputs
+from ..inputs import prepare_inputs
 from ..jsondata import parse_json
 from ..kernel import Kernel
 from ..limits import check_seed, check_size
@@ -207,11 +207,7 @@ class Schedule:
             **arrays: Any) -> dict[str, np.ndarray]:
         """Interpret the scheduled program (array shapes must agree with the bound sizes)."""
         check_seed(seed, self.program.loc)
-        data, sizes = prepare_inputs(self.program, arrays)
-        for name, value in self.sizes.items():
-            if sizes.get(name) != value:
-                raise InputError(f"size {name} is {sizes.get(name)} in the arrays but the schedule binds {value}",
-                                 self.program.loc, "pass arrays of the scheduled sizes, or leave the size symbolic")
+        data, sizes = prepare_inputs(self.program, arrays, self.sizes)
         checks = [report for n, report in self.checks if n == len(self.history)]
         if checks and not any(report.covers(sizes) for report in checks):
             warnings.warn(UncheckedSizesWarning(
