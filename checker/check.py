@@ -99,7 +99,7 @@ def check_transform(before: ir.Program, after: ir.Program, tau: Tau, sizes: Opti
 
     again = (lambda s: replays.replay_transform(before, after, s)) if replay else None
     for kind, module in (("coverage", coverage), ("prefix_cut", prefix_cut), ("dependence", dependence)):
-        report.results.append(_result(kind, subject, module.FORMULA, listed, lambda: verdict(kind, module), again,
+        report.results.append(discharge(kind, subject, module.FORMULA, listed, lambda: verdict(kind, module), again,
                                       old.sizes))
     c = memo.get("c")
     report.extend(_program_report(new, subject, final, target, timeout_ms, replay, listed,
@@ -192,12 +192,12 @@ def _program_report(m: Model, subject: str, final: bool, target: Target, timeout
     report = Report()
     for kind, module, run in checks:
         replayable = kind not in ("containment", "hardware_limits")
-        report.results.append(_result(kind, subject, module.FORMULA, listed, run if not m.problems else
+        report.results.append(discharge(kind, subject, module.FORMULA, listed, run if not m.problems else
                                       (lambda: _ill_formed(m)), again if replayable else None, m.sizes))
     return report
 
 
-def _result(kind: str, subject: str, formula: str, listed: Sequence[Obligation], run: Callable[[], Verdict],
+def discharge(kind: str, subject: str, formula: str, listed: Sequence[Obligation], run: Callable[[], Verdict],
             again: Optional[Callable[[dict[str, int]], str]], bound: Mapping[str, int]) -> Result:
     """The result of one obligation: ``run()``'s verdict, with its witness replayed. This is the one place
     obligations are discharged: an exception the checker or a solver raises there (a bug, an exhausted
