@@ -274,3 +274,19 @@ def test_barrier_inside_a_thread_loop_is_refused():
         outer, binding="block0", body=body),)))
     with pytest.raises(LoweringError, match="barrier"):
         lower(program, s.sizes)
+
+
+def test_two_unrolled_copies_performing_one_instance_are_disproved():
+    s = tc.schedule(EXAMPLES["transpose"].kernel, M=12, N=3)
+    outer = next(x.name for x in s.loops() if x.depth == 0)
+    s.bind(outer, "unrolled")
+    p = s.program
+    lp = lower(p, s.sizes)
+    assert validate(p, lp, s.sizes).ok
+    first = iter([n for n in walk(next(n for n in walk(lp.body) if isinstance(n, Seq)).body) if isinstance(n, Store)])
+    last = next(n for n in walk(lp.body) if isinstance(n, Seq) and n.label == f"{outer} = 2")
+    repeated = dataclasses.replace(lp, body=replace_nodes(lp.body, lambda n: [  # the last copy stores as the first
+        dataclasses.replace(last, body=replace_nodes(last.body, lambda m: [next(first) if isinstance(m, Store) else m]))
+        if n == last else n]))
+    w = disproved(validate(p, repeated, s.sizes), "coverage")
+    assert "two new instances perform one old instance" in w.summary and coords(w, "old")[outer] == 0
