@@ -17,9 +17,10 @@ schedule op:
     every access of the lowered program lies inside its tensor or allocation (memory safety
     of the emitted code).
 
-The order of the lowered statements is not an obligation here: the lowering keeps every
-block's order and each loop's direction (the checker's ``dependence`` would fit the same
-correspondence, but it is quadratic in the copies of an unrolled loop).
+The order of the lowered instances is not checked: a lowering that reordered dependent
+statements would pass (the lowering keeps every block's order and runs each loop upwards;
+the checker's ``dependence`` fits the same correspondence, but costs time quadratic in the
+copies of an unrolled loop: 10 s for 32 copies against 1.6 s for ``coverage``).
 
 The verdicts are a checker ``Report`` (one ``Result`` per obligation, subject ``lowering of
 <kernel>``), so ``Proof.of`` renders them for emitted headers exactly as a schedule's. The
