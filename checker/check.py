@@ -108,10 +108,10 @@ def check_transform(before: ir.Program, after: ir.Program, tau: Tau, sizes: Opti
 
     again = (lambda s: replays.replay_transform(before, after, s)) if replay else None
     if any(not isinstance(d, Renamed) for d in datamaps):
-        report.results.append(_result(Kind.DATAMAP, subject, forwarding.FORMULA, listed, declarations, again,
+        report.results.append(discharge(Kind.DATAMAP, subject, forwarding.FORMULA, listed, declarations, again,
                                       old.sizes))
     for kind, module in ((Kind.COVERAGE, coverage), (Kind.PREFIX_CUT, prefix_cut), (Kind.DEPENDENCE, dependence)):
-        report.results.append(_result(kind, subject, module.FORMULA, listed, lambda: verdict(kind, module), again,
+        report.results.append(discharge(kind, subject, module.FORMULA, listed, lambda: verdict(kind, module), again,
                                       old.sizes))
     c = memo.get("c")
     report.extend(_program_report(new, subject, final, target, timeout_ms, replay, listed,
@@ -211,13 +211,13 @@ def _program_report(m: Model, subject: str, final: bool, target: Target, timeout
     report = Report()
     for kind, module, run in checks:
         replayable = kind not in (Kind.CONTAINMENT, Kind.HARDWARE_LIMITS)
-        report.results.append(_result(kind, subject, module.FORMULA, listed, run if not m.problems else
+        report.results.append(discharge(kind, subject, module.FORMULA, listed, run if not m.problems else
                                       (lambda: _ill_formed(m)), again if replayable else None, m.sizes))
     return report
 
 
-def _result(kind: str, subject: str, formula: str, listed: Sequence[Obligation], run: Callable[[], Verdict],
-            again: Optional[Callable[[dict[str, int]], str]], bound: Mapping[str, int]) -> Result:
+def discharge(kind: str, subject: str, formula: str, listed: Sequence[Obligation], run: Callable[[], Verdict],
+             again: Optional[Callable[[dict[str, int]], str]], bound: Mapping[str, int]) -> Result:
     """The result of one obligation: ``run()``'s verdict, with its witness replayed. This is the one place
     obligations are discharged: an exception the checker or a solver raises there (a bug, an exhausted
     recursion, a solver error) makes the verdict unknown with its reason; it never proves anything."""
