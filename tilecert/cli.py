@@ -9,6 +9,7 @@ error. Every failure is rendered by ``report_error`` as ``error: FILE:LINE: mess
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -212,31 +213,31 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_fuzz(args: argparse.Namespace) -> int:
     """A campaign: 1 if a case failed; an error if no case could be compared (all unsupported or invalid)."""
     from tilecert import strategies
-    from tilecert.backends.fuzz import campaign, fuzz_cases, replay
+    from tilecert.backends.campaigns import DifferentialRun, dask_executor
+    from tilecert.backends.fuzz import campaign, fuzz_cases, in_process, outcome
     out = writable_folder(Path(args.out), "--out", create=False)
     counts: dict[str, int] = {}
     first_unsupported: list[str] = []
-    t0 = time.perf_counter()
-
-    def run(case):
-        check = lambda s, **kw: tc.differential(s, target=args.target, allow_unproved=args.allow_unproved,  # noqa: E731
-                                                **kw)
-        return replay(case, check, trials=args.trials)
 
     def on_result(done, case, report, path):
-        outcome = "failed" if report.failed else "matched" if report.matched else "unproved" if report.agreed \
-            else report.trials[0].outcome if len(report.trials) == 1 else "invalid"
-        counts[outcome] = counts.get(outcome, 0) + 1
-        if outcome == "unsupported" and not first_unsupported:
+        word = outcome(report)
+        counts[word] = counts.get(word, 0) + 1
+        if word == "unsupported" and not first_unsupported:
             first_unsupported.append(report.trials[0].detail)
         summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
         print(f"\r[{done}/{args.cases}] {summary} ({time.perf_counter() - t0:.0f} s)", end="", flush=True)
         if path is not None:
             print(f"\n  failing case written to {path}: {report.first_failure}")
 
-    campaign(fuzz_cases(strategies.kernels(), strategies.schedules, args.max_ops), args.cases, args.seed, run,
-             out, on_result)
-    print()
+    local = args.workers == 0 and args.scheduler is None
+    where = "in this process" if local else f"on {args.scheduler}" if args.scheduler else \
+        f"on {args.workers} local dask worker processes"
+    with contextlib.nullcontext(in_process) if local else dask_executor(args.workers, args.scheduler) as executor:
+        t0 = time.perf_counter()
+        campaign(fuzz_cases(strategies.kernels(), strategies.schedules, args.max_ops), args.cases, args.seed,
+                 DifferentialRun(args.target, args.trials, args.allow_unproved), out, on_result, executor)
+    seconds = time.perf_counter() - t0
+    print(f"\n{args.cases} cases in {seconds:.1f} s {where}: {60 * args.cases / seconds:.1f} cases per minute")
     if counts.get("failed"):
         return 1
     if not counts.get("matched"):
@@ -342,6 +343,9 @@ def build_parser() -> ArgumentParser:
     fuzz.add_argument("--trials", type=positive, default=2, help="random inputs per case")
     fuzz.add_argument("--max-ops", type=natural, default=4, help="schedule ops per case")
     fuzz.add_argument("--out", default="fuzz-failures", help="where failing cases are written")
+    fuzz.add_argument("--workers", type=natural, default=2, help="local dask worker processes (0: run the cases "
+                      "in this process)")
+    fuzz.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run the cases on this running dask cluster")
     fuzz.add_argument("--allow-unproved", action="store_true", help="also compare the cases the checker does not "
                       "prove (else they count as unproved and are not run)")
     suite = command("gpu-suite", "write CUDA kernels, inputs and expected outputs for a GPU machine")
