@@ -264,16 +264,8 @@ def writable_folder(folder: Path, what: str, create: bool = True) -> Path:
 
 
 def example_kernels() -> dict[str, tc.Kernel]:
-    """The kernels of the examples registry (``examples/__init__.py`` of the repository)."""
-    module = sys.modules.get("examples")
-    if module is None:
-        spec = importlib.util.spec_from_file_location("examples", REPO / "examples" / "__init__.py",
-                                                      submodule_search_locations=[str(REPO / "examples")])
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["examples"] = module
-        spec.loader.exec_module(module)
-    return {name: entry.kernel for name, entry in module.EXAMPLES.items()}
+    """The kernels of the examples registry (the package ``tilecert.examples``, ``examples/`` in the repository)."""
+    return {name: entry.kernel for name, entry in importlib.import_module("tilecert.examples").EXAMPLES.items()}
 
 
 def cmd_gpu_suite(args: argparse.Namespace) -> int:
