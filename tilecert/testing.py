@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Union
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tilecert as tc
@@ -121,16 +121,21 @@ def assert_matches(subject: Subject, target: str = "c", backend: Optional[Callab
     raise TilecertAssertion("\n".join(lines + replay))
 
 
+# a drawn kernel is captured, and often checked and compiled, inside the test: no per-example deadline
+GIVEN_DEFAULTS: dict[str, Any] = {"deadline": None,
+                                  "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
+
+
 def _given(strategy: st.SearchStrategy[Any], hypothesis_settings: Mapping[str, Any]) -> Callable[[Test], Test]:
+    """``given(strategy)`` under ``GIVEN_DEFAULTS`` updated with ``hypothesis_settings``."""
     def decorate(test: Test) -> Test:
-        wrapped = given(strategy)(test)
-        return settings(**hypothesis_settings)(wrapped) if hypothesis_settings else wrapped
+        return settings(**{**GIVEN_DEFAULTS, **hypothesis_settings})(given(strategy)(test))
     return decorate
 
 
 def given_kernels(max_size: int = 9, **hypothesis_settings: Any) -> Callable[[Test], Test]:
     """``@given(strategies.kernels(max_size))``: the test's last argument is a ``KernelCase``; keyword arguments
-    (``max_examples=20``, ...) are hypothesis settings."""
+    (``max_examples=20``, ...) are hypothesis settings, over ``GIVEN_DEFAULTS`` (no deadline)."""
     return _given(strategies.kernels(max_size=max_size), hypothesis_settings)
 
 
