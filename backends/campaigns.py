@@ -6,7 +6,8 @@ the executor only decides where and when each case runs, never what it is: the m
 the serial run. ``dask_executor(workers)`` starts a ``LocalCluster`` of ``workers`` processes with
 one thread each (the interpreters and the C compiler hold the GIL or a core each);
 ``dask_executor(scheduler="tcp://HOST:PORT")`` uses a running cluster, whose workers must have
-tilecert installed. Results come back as they finish.
+tilecert installed. Results come back as they finish. ``executor_for(workers, scheduler)`` picks
+the executor of ``tilecert fuzz`` (``--workers 0``: this process, ``fuzz.in_process``).
 
 ``DifferentialRun`` is a campaign's run of a case (``tc.differential`` on a target), a plain
 picklable value that workers rebuild without the command line.
@@ -18,12 +19,12 @@ import functools
 import logging
 import warnings
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import ContextManager, Iterator, Optional
 
 from tilecert.semantics.errors import InputError, Loc
 
 from .differential import DiffReport
-from .fuzz import CaseResult, Executor, FuzzCase, Task, replay
+from .fuzz import CaseResult, Executor, FuzzCase, Task, in_process, replay
 
 COMMAND_LINE = Loc("<command line>", 0)
 CONNECT_TIMEOUT_S = 10
@@ -64,6 +65,16 @@ def dask_executor(workers: int = 2, scheduler: Optional[str] = None) -> Iterator
                                  "start one (`dask scheduler`, `dask worker tcp://HOST:PORT`) or leave out "
                                  "--scheduler to use local worker processes") from exc
         yield functools.partial(_as_completed, client)
+
+
+def executor_for(workers: int, scheduler: Optional[str] = None) -> tuple[ContextManager[Executor], str]:
+    """The executor of a campaign and where it runs, in words: the running cluster at ``scheduler`` when given,
+    else ``workers`` local worker processes, or this process for ``workers == 0``."""
+    if scheduler is not None:
+        return dask_executor(workers, scheduler), f"on {scheduler}"
+    if workers == 0:
+        return contextlib.nullcontext(in_process), "in this process"
+    return dask_executor(workers), f"on {workers} local dask worker processes"
 
 
 def _as_completed(client: "object", task: Task, indices: range) -> Iterator[CaseResult]:

@@ -9,7 +9,6 @@ error. Every failure is rendered by ``report_error`` as ``error: FILE:LINE: mess
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import importlib.util
 import os
@@ -213,8 +212,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_fuzz(args: argparse.Namespace) -> int:
     """A campaign: 1 if a case failed; an error if no case could be compared (all unsupported or invalid)."""
     from tilecert import strategies
-    from tilecert.backends.campaigns import DifferentialRun, dask_executor
-    from tilecert.backends.fuzz import campaign, fuzz_cases, in_process, outcome
+    from tilecert.backends.campaigns import DifferentialRun, executor_for
+    from tilecert.backends.fuzz import campaign, fuzz_cases, outcome
     out = writable_folder(Path(args.out), "--out", create=False)
     counts: dict[str, int] = {}
     first_unsupported: list[str] = []
@@ -229,10 +228,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         if path is not None:
             print(f"\n  failing case written to {path}: {report.first_failure}")
 
-    local = args.workers == 0 and args.scheduler is None
-    where = "in this process" if local else f"on {args.scheduler}" if args.scheduler else \
-        f"on {args.workers} local dask worker processes"
-    with contextlib.nullcontext(in_process) if local else dask_executor(args.workers, args.scheduler) as executor:
+    context, where = executor_for(args.workers, args.scheduler)
+    with context as executor:
         t0 = time.perf_counter()
         campaign(fuzz_cases(strategies.kernels(), strategies.schedules, args.max_ops), args.cases, args.seed,
                  DifferentialRun(args.target, args.trials, args.allow_unproved), out, on_result, executor)
