@@ -128,3 +128,10 @@ def test_the_plugin_is_registered_and_its_option_places_case_files(tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"tilecert: failing assertions write case files to {out}" in done.stdout
     assert "dependence DISPROVED" in done.stdout and len(list(out.glob("shift-*.json"))) == 1
+
+
+def test_an_unwritable_failures_folder_still_fails_with_the_verdict(tmp_path, monkeypatch):
+    (tmp_path / "afile").write_text("")
+    monkeypatch.setattr(testing, "_failures_dir", tmp_path / "afile" / "sub")
+    with pytest.raises(AssertionError, match="dependence DISPROVED(.|\n)*case file: not written"):
+        testing.assert_proved(shift_swapped())

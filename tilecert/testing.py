@@ -58,15 +58,17 @@ def _as_schedule(subject: Subject) -> tc.Schedule:
 
 
 def _replay_lines(subject: Subject, seed: int = 0) -> list[str]:
-    """Write ``subject`` as a fuzz case file; the lines that say how to replay it."""
+    """Write ``subject`` as a fuzz case file; the lines that say how to replay it (or why it was not written)."""
     s = _as_schedule(subject)
     case = FuzzCase(tc.dump(s.specification), s.to_json(), seed, s.specification.name)
-    folder = failures_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{s.specification.name}-{tc.digest(s.program)[:12]}-{seed}.json"
-    path.write_text(case.to_json())
+    path = failures_dir() / f"{s.specification.name}-{tc.digest(s.program)[:12]}-{seed}.json"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(case.to_json())
+    except OSError as exc:
+        return [f"case file: not written ({exc}); set {FAILURES_ENV} or --tilecert-failures to a writable folder"]
     return [f"case file: {path}",
-            f"  check again: {Path(sys.executable).name} -m tilecert.testing {path}",
+            f"  check again: python -m tilecert.testing {path}",
             f"  compare on C: tilecert diff {path} --allow-unproved"]
 
 
