@@ -9,7 +9,7 @@ STAMP   := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(VPY) || $(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip "setuptools>=68" wheel
-	$(VPY) -m pip install -q -e .
+	$(VPY) -m pip install -q -e .[plot]
 	touch $(STAMP)
 
 setup: $(STAMP)

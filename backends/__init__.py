@@ -27,7 +27,7 @@ from .c import CKernel, compile_c
 from .c import emit as emit_c
 from .cuda import CUDA_TARGETS, compile_cuda
 from .cuda import emit as emit_cuda
-from .differential import Chain, DiffReport, run_trials
+from .differential import Chain, DiffReport, Trial, run_trials
 from .errors import BackendError, CompileError, SanitizerError, UnknownTarget
 
 TARGETS = ("c",) + CUDA_TARGETS
@@ -96,7 +96,8 @@ def _build(program: ir.Program, sizes: Mapping[str, int], proof: Proof, target: 
 
 def differential(obj: Compilable, target: str = "c", trials: int = 10, seed: int = 0,
                  sizes: Optional[Mapping[str, int]] = None, sanitize: bool = False, allow_unproved: bool = False,
-                 backend: Optional[Callable[..., Mapping[str, np.ndarray]]] = None, **config: Any) -> DiffReport:
+                 backend: Optional[Callable[..., Mapping[str, np.ndarray]]] = None,
+                 on_trial: Optional[Callable[[Trial], None]] = None, **config: Any) -> DiffReport:
     """Run ``obj``'s specification (the original kernel on the tile-level interpreter), its scheduled
     program (the loop-level interpreter) and a backend on ``trials`` random inputs (see
     ``differential.py``); the verdict is specification against backend.
@@ -106,7 +107,7 @@ def differential(obj: Compilable, target: str = "c", trials: int = 10, seed: int
     ``allow_unproved``; an unproved report is marked so and is never ``matched``). ``backend``: any
     callable with the compiled kernel's calling convention (keyword numpy arrays and the sizes no
     tensor carries -> the written tensors by name), instead of building ``target``; ``sanitize``
-    builds ``target`` with its sanitizers (see ``compile``).
+    builds ``target`` with its sanitizers (see ``compile``). ``on_trial`` sees each trial as it ends.
     """
     if backend is None:
         check_target(target)
@@ -129,7 +130,7 @@ def differential(obj: Compilable, target: str = "c", trials: int = 10, seed: int
         label = target + (" (sanitized)" if sanitize else "")
     else:
         label = f"backend {getattr(backend, '__name__', type(backend).__name__)}"
-    return run_trials(Chain.of(s), bound, backend, label, trials, seed, sizes, proof)
+    return run_trials(Chain.of(s), bound, backend, label, trials, seed, sizes, proof, on_trial)
 
 
 __all__ = ["TARGETS", "compile", "emit", "differential", "DiffReport", "resolve", "subject", "BackendError",

@@ -50,7 +50,8 @@ from tilecert.checker.gate import Proof
 from tilecert.semantics import ir
 from tilecert.semantics.errors import ExecutionError
 from tilecert.semantics.expand import expand
-from tilecert.semantics.interp import interpret, prepare_inputs
+from tilecert.semantics.inputs import prepare_inputs
+from tilecert.semantics.interp_fast import interpret
 from tilecert.semantics.loopinterp import interpret_loops
 from tilecert.semantics.loopir import is_loop_form
 from tilecert.semantics.sched import Schedule
@@ -193,8 +194,9 @@ class Chain:
 
 def run_trials(chain: Chain, bound: Mapping[str, int], run_backend: Callable[..., Mapping[str, np.ndarray]],
                target: str, trials: int, seed: int, sizes: Optional[Mapping[str, int]] = None,
-               proof: Optional[Proof] = None) -> DiffReport:
-    """Run ``trials`` random trials of ``chain`` and ``run_backend``; ``proof`` is what the checker proved."""
+               proof: Optional[Proof] = None, on_trial: Optional[Callable[[Trial], None]] = None) -> DiffReport:
+    """Run ``trials`` random trials of ``chain`` and ``run_backend``; ``proof`` is what the checker proved;
+    ``on_trial`` sees each trial as it ends."""
     program = chain.scheduled
     results = []
     for t in range(trials):
@@ -205,6 +207,8 @@ def run_trials(chain: Chain, bound: Mapping[str, int], run_backend: Callable[...
         arrays = draw_inputs(rng, program, trial_sizes, edge=t % EDGE_EVERY == EDGE_EVERY - 1)
         order = ORDERS[t % len(ORDERS)]
         results.append(_trial(chain, run_backend, arrays, trial_sizes, t, order, int(rng.integers(2**31))))
+        if on_trial is not None:
+            on_trial(results[-1])
     return DiffReport(program.name, target, tuple(results), proof)
 
 

@@ -70,7 +70,7 @@ import numpy as np
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
 from tilecert.semantics.dtypes import dtype_of, round_bf16
-from tilecert.semantics.interp import prepare_inputs
+from tilecert.semantics.inputs import prepare_inputs
 from tilecert.semantics.limits import check_allocation
 from tilecert.semantics.loopinterp import LoopInterpreter
 

@@ -9,9 +9,12 @@
   program before the op to the program after it (both as the schedule stored them, i.e.
   after the simplifier ran, so the simplifier's rewrites are checked too).
 
-A transform that introduces scalar temporaries or private tiles is compared through them, as
-its op declares them (``Transformed.datamaps``, ``forwarding.py``).
-An obligation kind an op lists that this checker does not discharge is reported unknown.
+A transform that mints buffers is compared through them as its op declares them
+(``Transformed.datamaps``): each declaration is verified first (``datamap``, ``forwarding.py``),
+and a declaration not proved leaves the comparison unknown. Per op, the report keeps the kinds
+the op stated (``Report.stated``) beside the results (``Report.contract``): a stated kind with no
+decision procedure here is reported unknown; ``containment`` and ``hardware_limits`` stated by an op
+before the last are discharged on the final program.
 Along a schedule, a program obligation proved before an op is re-checked after it only for
 the statements and pairs the op touched (the rest are, term for term, the same formulas).
 Sizes: a schedule's bound sizes plus ``sizes`` (which may fix more sizes, never contradict a
@@ -26,8 +29,7 @@ from typing import Any, Callable, Collection, Mapping, Optional, Sequence
 from tilecert.semantics import ir
 from tilecert.semantics.expand import expand
 from tilecert.semantics.kernel import Kernel
-from tilecert.semantics.sched.base import Obligation, Tau
-from tilecert.semantics.sched.datamap import DataMap
+from tilecert.semantics.transform import DataMap, Kind, Obligation, Renamed, Tau
 from tilecert.semantics.sched.schedule import Schedule
 
 from . import forwarding, replay as replays
@@ -40,8 +42,10 @@ from .solve import DEFAULT_TIMEOUT_MS
 from tilecert.semantics.bindings import DEFAULT_TARGET, Target
 from .verdict import DISPROVED, Report, Result, Verdict, unknown, with_replay
 
-CHECKED = ("coverage", "prefix_cut", "dependence", "noninterference", "reduction_policy", "barrier_uniform", "bounds",
-           "containment", "hardware_limits")
+DISCHARGED = frozenset({Kind.COVERAGE, Kind.PREFIX_CUT, Kind.DEPENDENCE, Kind.DATAMAP, Kind.NONINTERFERENCE,
+                        Kind.REDUCTION_POLICY, Kind.BARRIER_UNIFORM, Kind.BOUNDS, Kind.CONTAINMENT,
+                        Kind.HARDWARE_LIMITS})
+"""The obligation kinds this checker decides; a stated kind outside it is reported unknown."""
 
 
 def check(subject: Any, sizes: Optional[Mapping[str, int]] = None, *, target: Target = DEFAULT_TARGET,
@@ -88,32 +92,44 @@ def check_transform(before: ir.Program, after: ir.Program, tau: Tau, sizes: Opti
     def comparison() -> Any:
         if "compared" not in memo:
             memo["c"] = correspond(old, new, tau, timeout_ms, datamaps)
-            memo["compared"] = forwarding.through_temporaries(memo["c"], tau, timeout_ms, datamaps)
+            memo["compared"], memo["declared"] = forwarding.read_through(memo["c"], tau, timeout_ms, datamaps)
         return memo["compared"]
 
-    def verdict(kind: str, module: Any) -> Verdict:
-        if new.problems and kind != "coverage":
+    def verdict(kind: Kind, module: Any) -> Verdict:
+        if new.problems and kind != Kind.COVERAGE:
             return _ill_formed(new)
         compared = comparison()
         return unknown(compared, "isl") if isinstance(compared, str) else module.check(compared, timeout_ms)
 
+    def declarations() -> Verdict:
+        if new.problems:
+            return _ill_formed(new)
+        comparison()
+        return memo["declared"] or unknown("the transformed program mints no buffer the op declares", "structure")
+
     again = (lambda s: replays.replay_transform(before, after, s)) if replay else None
-    for kind, module in (("coverage", coverage), ("prefix_cut", prefix_cut), ("dependence", dependence)):
+    if any(not isinstance(d, Renamed) for d in datamaps):
+        report.results.append(_result(Kind.DATAMAP, subject, forwarding.FORMULA, listed, declarations, again,
+                                      old.sizes))
+    for kind, module in ((Kind.COVERAGE, coverage), (Kind.PREFIX_CUT, prefix_cut), (Kind.DEPENDENCE, dependence)):
         report.results.append(_result(kind, subject, module.FORMULA, listed, lambda: verdict(kind, module), again,
                                       old.sizes))
     c = memo.get("c")
     report.extend(_program_report(new, subject, final, target, timeout_ms, replay, listed,
                                   c if not (c is None or new.problems or c.fresh) else None, proved_before))
     for ob in listed:
-        if ob.kind not in CHECKED and not any(r.kind == ob.kind for r in report):
+        if ob.kind not in DISCHARGED and not any(r.kind == ob.kind for r in report):
             report.results.append(Result(ob.kind, subject, ob.formula,
                                          unknown(f"the checker does not discharge {ob.kind} obligations")))
+    report.stated[subject] = tuple(dict.fromkeys(ob.kind for ob in listed))
     return _scoped(report, before, old.sizes)
 
 
 def check_schedule(s: Schedule, sizes: Optional[Mapping[str, int]] = None, *, target: Target = DEFAULT_TARGET,
-                   timeout_ms: int = DEFAULT_TIMEOUT_MS, replay: bool = True) -> Report:
-    """The initial program's obligations, then those of every op of the history."""
+                   timeout_ms: int = DEFAULT_TIMEOUT_MS, replay: bool = True,
+                   on_step: Optional[Callable[[str, Report], None]] = None) -> Report:
+    """The initial program's obligations, then those of every op of the history; ``on_step(subject, report)``
+    is called after each step (the initial program, then each op) with that step's results."""
     conflicts = {n: v for n, v in dict(sizes or {}).items() if n in s.sizes and s.sizes[n] != v}
     if conflicts:
         raise CheckerError(f"check sizes {conflicts} contradict the sizes the schedule binds {s.sizes}",
@@ -122,6 +138,8 @@ def check_schedule(s: Schedule, sizes: Optional[Mapping[str, int]] = None, *, ta
     n = len(s.transforms)
     report = check_program(s.programs[0], bound, target=target, timeout_ms=timeout_ms, replay=replay,
                            subject=subjects(s)[0], final=n == 0)
+    if on_step is not None:
+        on_step(subjects(s)[0], report)
     previous = report
     for k, t in enumerate(s.transforms):
         proved = {r.kind for r in previous if r.verdict.proved}
@@ -129,6 +147,8 @@ def check_schedule(s: Schedule, sizes: Optional[Mapping[str, int]] = None, *, ta
                                    timeout_ms=timeout_ms, replay=replay, subject=subjects(s)[k + 1],
                                    listed=t.obligations, final=k == n - 1, proved_before=proved,
                                    datamaps=t.datamaps)
+        if on_step is not None:
+            on_step(subjects(s)[k + 1], previous)
         report.extend(previous)
     report = _scoped(report, s.initial, bound)
     s.checks.append((len(s.history), report))
@@ -176,22 +196,22 @@ def _program_report(m: Model, subject: str, final: bool, target: Target, timeout
 
     pairs = (lambda s, t: c.kept_pair(s, t)) if c is not None else None
     checks: list[tuple[str, Any, Callable[[], Verdict]]] = [
-        ("noninterference", noninterference,
-         lambda: noninterference.check(m, timeout_ms, pairs) if reuse("noninterference")
+        (Kind.NONINTERFERENCE, noninterference,
+         lambda: noninterference.check(m, timeout_ms, pairs) if reuse(Kind.NONINTERFERENCE)
          else noninterference.check(m, timeout_ms)),
-        ("reduction_policy", reduction_policy,
-         lambda: reduction_policy.check(m, timeout_ms, pairs) if reuse("reduction_policy")
+        (Kind.REDUCTION_POLICY, reduction_policy,
+         lambda: reduction_policy.check(m, timeout_ms, pairs) if reuse(Kind.REDUCTION_POLICY)
          else reduction_policy.check(m, timeout_ms)),
-        ("barrier_uniform", barrier_uniform, lambda: barrier_uniform.check(m, timeout_ms)),
-        ("bounds", bounds,
-         lambda: bounds.check(m, timeout_ms, c.kept) if reuse("bounds") else bounds.check(m, timeout_ms)),
+        (Kind.BARRIER_UNIFORM, barrier_uniform, lambda: barrier_uniform.check(m, timeout_ms)),
+        (Kind.BOUNDS, bounds,
+         lambda: bounds.check(m, timeout_ms, c.kept) if reuse(Kind.BOUNDS) else bounds.check(m, timeout_ms)),
     ]
     if final:
-        checks += [("containment", containment, lambda: containment.check(m, target)),
-                   ("hardware_limits", hardware_limits, lambda: hardware_limits.check(m, target, timeout_ms))]
+        checks += [(Kind.CONTAINMENT, containment, lambda: containment.check(m, target)),
+                   (Kind.HARDWARE_LIMITS, hardware_limits, lambda: hardware_limits.check(m, target, timeout_ms))]
     report = Report()
     for kind, module, run in checks:
-        replayable = kind not in ("containment", "hardware_limits")
+        replayable = kind not in (Kind.CONTAINMENT, Kind.HARDWARE_LIMITS)
         report.results.append(_result(kind, subject, module.FORMULA, listed, run if not m.problems else
                                       (lambda: _ill_formed(m)), again if replayable else None, m.sizes))
     return report

@@ -17,9 +17,9 @@ An *image* of ``s'`` is an old statement ``s`` with the applicable pieces, and t
 
 (``agreement.py``): the new instance performs the old one's operation. Images are chosen
 per new statement in program order, declarations first (their matching is the buffer
-correspondence, from the op's declarations, ``semantics.sched.datamap``: a declaration the
-op ``Renamed`` matches one of its original, a buffer it minted as a ``Copy`` or ``Forward``
-matches none, any other declaration one of the same name; each of the same dtype, scope and
+correspondence, from the op's declarations, ``semantics.transform``: a declaration the
+op ``Renamed`` matches one of its original, a buffer it minted as a ``Copy``, ``Forward`` or
+``Ring`` matches none, any other declaration one of the same name; each of the same dtype, scope and
 rank). A
 statement with several readings (alternative pieces with trivial guards, as the copies of
 a materializing unroll without inner loops have, or several matching old statements) takes
@@ -36,9 +36,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from tilecert.semantics.index import IConst, IExpr, IVar, free_vars
-from tilecert.semantics.sched.base import Piece as TauPiece
-from tilecert.semantics.sched.base import Tau
-from tilecert.semantics.sched.datamap import DataMap, Renamed
+from tilecert.semantics.transform import Piece as TauPiece, Tau, DataMap, Renamed
 
 from .agreement import agree
 from .formula import FALSE, Formula, cmp, cond_of, conj, disj, equal_all, exists, term_of

@@ -98,6 +98,7 @@ class Report:
     results: list[Result] = field(default_factory=list)
     sizes: dict[str, int] = field(default_factory=dict)  # the sizes the check bound
     symbolic: tuple[str, ...] = ()  # the sizes it holds for, for every value >= 0
+    stated: dict[str, tuple[str, ...]] = field(default_factory=dict)  # subject -> the kinds its op stated
 
     @property
     def ok(self) -> bool:
@@ -124,6 +125,20 @@ class Report:
 
     def extend(self, other: "Report") -> None:
         self.results.extend(other.results)
+        self.stated.update(other.stated)
+
+    def contract(self) -> dict[str, dict[str, str]]:
+        """Per op (subject), each kind it stated with the status the checker gave it: that of the op's own
+        results of the kind, else (a kind decided only of the final program) that of the last subject's,
+        else unknown. A stated kind nothing decided is never reported proved."""
+        last = self.results[-1].subject if self.results else None
+        out: dict[str, dict[str, str]] = {}
+        for subject, kinds in self.stated.items():
+            out[subject] = {}
+            for kind in kinds:
+                where = subject if self.verdicts(kind, subject) else last
+                out[subject][kind] = self.status(kind, where) if self.verdicts(kind, where) else UNKNOWN
+        return out
 
     def verdicts(self, kind: Optional[str] = None, subject: Optional[str] = None) -> list[Verdict]:
         return [r.verdict for r in self.results
@@ -146,10 +161,14 @@ class Report:
         """Each obligation's formula, verdict and witness, grouped by subject."""
         lines: list[str] = []
         subject = None
+        contract = self.contract()
         for r in self.results:
             if r.subject != subject:
                 subject = r.subject
                 lines.append(f"== {subject}")
+                if contract.get(subject):
+                    lines.append("  stated by the op: " + ", ".join(f"{k} {v.upper()}"
+                                                                   for k, v in contract[subject].items()))
             v = r.verdict
             engine = f" [{v.engine}]" if v.engine else ""
             lines.append(f"  {r.kind}: {v.status.upper()}{engine}")

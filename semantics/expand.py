@@ -28,7 +28,7 @@ from . import ir
 from . import loopir as L
 from .errors import CaptureError
 from .index import IBin, IConst, IExpr, INot, IVar, ibin
-from .interp import classify_updates, tree_merges
+from .reduction import classify_updates, tree_merges
 from .ufuncs import identity
 from .dtypes import dtype_of
 from .bindings import region_bindings

@@ -219,3 +219,28 @@ def linear(e: IExpr, var: int) -> Optional[tuple[int, IExpr]]:
                 inner = linear(x, var)
                 return None if inner is None else (c.value * inner[0], ibin("mul", c, inner[1]))
     return None
+
+
+def substitute(e: IExpr, var: int, value: IExpr) -> IExpr:
+    """``e`` with loop variable ``var`` replaced by ``value`` (constants refolded)."""
+    return substitute_many(e, {var: value})
+
+
+def substitute_many(e: IExpr, values: dict[int, IExpr]) -> IExpr:
+    """``e`` with every loop variable of ``values`` replaced simultaneously (constants refolded)."""
+    if isinstance(e, IVar):
+        return values.get(e.region, e) if e.axis == 0 else e
+    if isinstance(e, IBin):
+        return ibin(e.op, substitute_many(e.a, values), substitute_many(e.b, values))
+    if isinstance(e, INot):
+        return INot(substitute_many(e.a, values))
+    return e
+
+
+def conj(a: IExpr, b: IExpr) -> IExpr:
+    """``a && b``, dropping an operand that is the constant true."""
+    if a == IConst(1):
+        return b
+    if b == IConst(1):
+        return a
+    return IBin("and", a, b)

@@ -31,18 +31,18 @@ follows, as sibling loops run one after the other.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
 from . import ir
 from . import loopir as L
 from .bindings import PARTICIPANTS, SCOPES, THREAD_SCOPES
-from .conflicts import Recorder
+from .conflicts import Grid, Recorder
 from .dtypes import dtype_of, store_as
 from .errors import ExecutionError, Loc
 from .index import IExpr, evaluate
-from .interp import _pad
+from .interp_fast import _pad
 from .limits import allocatable, check_allocation
 from .ufuncs import BINARY, MERGE, UNARY
 
@@ -340,7 +340,7 @@ class LoopInterpreter:
         axes = (outer.axes if outer is not None else []) + [axis]
         names = (outer.names if outer is not None else []) + [st.name]
         lanes = (outer.lanes.coords if outer is not None else []) + [np.asarray(coords)]
-        info = _BatchScope(axes, names, _Lanes(lanes), L.binding_kind(st.binding),
+        info = _BatchScope(axes, names, Grid(lanes), L.binding_kind(st.binding),
                            (lambda x: x // n) if outer is not None else None)
         self.recorder.begin(", ".join(names), st.loc, info.lanes)
         self.scope_info.append(info)
@@ -376,24 +376,9 @@ class _BatchScope:
 
     axes: list[int]
     names: list[str]
-    lanes: "_Lanes"
+    lanes: Grid
     kind: Optional[str]
     lift: Optional[Callable[[np.ndarray], np.ndarray]]
-
-
-class _Lanes(Sequence):
-    """The instances of a batched scope: every point of the given coordinate axes, row-major."""
-
-    def __init__(self, coords: list[np.ndarray]) -> None:
-        self.coords = coords
-        self.shape = tuple(len(c) for c in coords)
-
-    def __len__(self) -> int:
-        return int(np.prod(self.shape))
-
-    def __getitem__(self, i: int) -> tuple[int, ...]:  # type: ignore[override]
-        at = np.unravel_index(int(i), self.shape)
-        return tuple(int(c[j]) for c, j in zip(self.coords, at))
 
 
 def concurrent(lp: L.Loop) -> bool:

@@ -1,4 +1,6 @@
-"""Reduction policies: the computations each policy admits, and how the interpreter picks one.
+"""Reduction policies: the computations each policy admits, and how the interpreters pick one;
+the merge of each update of a reduce region (``classify_updates``), which expansion and the
+interpreters share.
 
 Contributions ``x[0..n-1]`` (stacked on one axis, axis 0 unless told otherwise, in source
 order: lexicographic over the domain) are combined with a seed ``z`` and a merge function:
@@ -16,9 +18,12 @@ from the seeded generator.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
 import numpy as np
+
+from . import ir
+from .errors import ExecutionError
 
 Merge = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -94,3 +99,46 @@ def combine(seed: np.ndarray, items: np.ndarray, merge: Merge, policy: str, adve
     if policy == "unordered_tree":
         leaves = [leaves[i] for i in rng.permutation(len(leaves))]
     return random_tree(leaves, merge, rng)
+
+
+def classify_updates(op: ir.Reduce, types: Mapping[int, ir.TileType]) -> Optional[list[Optional[str]]]:
+    """For each carried state, the merge its update uses (None: passed through unchanged).
+
+    An update ``s' = s (+ * max min & |) e`` or ``s' = s - e`` or ``s' = mma(a, b, s)``
+    whose contribution ``e`` (or ``a``, ``b``) does not depend on any state has merge
+    ``+``, ``*``, ... (``-`` merges by ``+`` of negated contributions). Any other update
+    returns None for the whole region: no tree is admitted without a known merge.
+    """
+    args = [v.id for v in op.body.args]
+    defs = {r.id: o for o in op.body.ops for r in ir.results_of(o)}
+    dependent = set(args)
+    for o in ir.walk(op.body):
+        reads = set(ir.operands_of(o))
+        if reads & dependent:
+            dependent |= {r.id for r in ir.results_of(o)}
+    merges: list[Optional[str]] = []
+    for arg, y in zip(args, op.body.yields):
+        if y == arg:
+            merges.append(None)
+            continue
+        d = defs.get(y)
+        if isinstance(d, ir.Binary) and d.fn in ("add", "mul", "min", "max", "and", "or", "sub"):
+            other = d.b if d.a == arg else (d.a if d.b == arg and d.fn != "sub" else None)
+            if other is not None and other not in dependent and types[other] == types[arg]:
+                merges.append(d.fn)
+                continue
+        if isinstance(d, ir.Mma) and d.c == arg and d.a not in dependent and d.b not in dependent:
+            merges.append("add")
+            continue
+        return None
+    return merges
+
+
+def tree_merges(op: ir.Reduce, merges: Optional[list[Optional[str]]]) -> list[Optional[str]]:
+    """``merges`` (``classify_updates(op)``) of a tree-policy reduce region; a tree needs a known merge for
+    every update, so None is refused (``ExecutionError`` at the region): its meaning is no fold."""
+    if merges is None:
+        raise ExecutionError(f"reduce region with policy {op.policy} has an update with no known merge",
+                             op.loc, "write the update as s = s + x (or *, max, min, -, mma), or use "
+                                     "policy='fold_left' for a strict fold")
+    return merges

@@ -107,7 +107,7 @@ BAD_SCHEDULES = {  # name: (text, what the message names)
     "factor beyond int64": (_with(("history", 0, 1, "factor"), HUGE), "argument 'factor'"),
     "loop a list": (_with(("history", 0, 1, "loop"), ["nest.0"]), "argument 'loop'"),
     "bound_sizes smuggled": (_with(("history", 0, 1, "bound_sizes"), {"M": 8}), "no parameter 'bound_sizes'"),
-    "factor zero": (_with(("history", 0, 1, "factor"), 0), "history entry 0 (split) does not replay"),
+    "factor zero": (_with(("history", 0, 1, "factor"), 0), "split argument 'factor' holds 0, not a positive int"),
     "unknown loop": (_with(("history", 1, 1, "outer"), "zz"), "history entry 1 (swap) does not replay"),
     "sizes a list": (_with(("sizes",), [8, 8, 8]), "'sizes'"),
     "size a string": (_with(("sizes", "M"), "8"), "'sizes'"),

@@ -129,7 +129,7 @@ def test_binaries_are_cached_by_source_and_flags():
      "size K is 6"),
     (dict(A=np.zeros((4, 6), np.float32), B=np.zeros((6, 5), np.float32)), "missing array for tensor C"),
     (dict(A=np.zeros((4, 6), np.float32), B=np.zeros((6, 5), np.float32), C=np.zeros((4, 5), np.float32), Z=1),
-     "unknown argument 'Z'"),
+     "unknown size or argument 'Z'"),
     (dict(A=[[1.0]], B=np.zeros((1, 1), np.float32), C=np.zeros((1, 1), np.float32)), "must be a numpy array"),
 ])
 def test_bad_inputs_raise_input_errors_with_hints(bad, message):

@@ -18,8 +18,8 @@ from tilecert.cli import main as cli
 from tilecert.semantics import loopir as L
 from tilecert.semantics.ir import walk
 from tilecert.semantics.index import IBin, ISize
-from tilecert.semantics.sched.base import Obligation, Piece, Tau, subst_node
-from tilecert.semantics.sched.datamap import Forward
+from tilecert.semantics.sched.base import subst_node
+from tilecert.semantics.transform import Obligation, Piece, Tau, Forward
 
 from test_checker_catalogue import block_kernel, owner_nest, stencil
 from test_checker_programs import (accum, add, assign, decl, ld, lit, loop, mul, plus, program, retyped, tensor,
@@ -166,6 +166,7 @@ def test_a_stale_temporary_is_unknown():
     r = check_transform(p, new, tau, datamaps=(Forward("t", ld("X", 0)),))
     reason = r.verdicts("coverage")[0].reason
     assert r.status("coverage") == "unknown" and "X, read into t, is written" in reason
+    assert r.status("datamap") == "disproved"  # the declaration itself, with the instances
     r = check_transform(p, new, tau, datamaps=(Forward("t", ld("X", 1)),))  # a declaration that does not hold
     assert "t is stored X[0], not the declared X[1]" in r.verdicts("coverage")[0].reason
 

@@ -14,7 +14,7 @@ import tilecert as tc
 from tilecert.checker import check_program, check_transform
 from tilecert.semantics.errors import TilecertError
 from tilecert.semantics.index import IConst, ibin
-from tilecert.semantics.sched.base import Piece, Tau
+from tilecert.semantics.transform import Piece, Tau
 
 from test_checker_programs import (accum, add, assign, barrier, decl, guard, ld, lit, loop, lt, mul, plus, program,
                                    retyped, sub, tensor, transform, v)

@@ -11,7 +11,6 @@ the builders themselves against the interpreter.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -23,7 +22,8 @@ from tilecert.semantics.errors import TilecertError
 from tilecert.semantics.index import IConst, IExpr, ISize, IVar, evaluate, ibin
 from tilecert.semantics.loopinterp import interpret_loops
 from tilecert.semantics.sched import OPS
-from tilecert.semantics.sched.base import Piece, Tau, Transformed, subst_node
+from tilecert.semantics.sched.base import subst_node
+from tilecert.semantics.transform import Piece, Tau, Transformed
 from tilecert.semantics.sched.simplify import simplify
 
 Ix = Union[int, str, IExpr]
@@ -108,10 +108,9 @@ def barrier(scope: str = "block") -> L.Barrier:
 
 def transform(p: ir.Program, op: str, *args: Any, sizes: Optional[dict[str, int]] = None, **kwargs: Any) -> Transformed:
     """Apply registered op ``op`` to ``p``, simplifying the result as ``Schedule.apply`` does."""
-    fn = OPS[op]
-    if "bound_sizes" in inspect.signature(fn).parameters:
-        kwargs["bound_sizes"] = dict(sizes or {})
-    t = fn(p, *args, **kwargs)
+    decl = OPS[op]
+    kwargs.update({q.name: dict(sizes or {}) for q in decl.supplied})  # what a Schedule supplies: its bound sizes
+    t = decl(p, *args, **kwargs)
     return dataclasses.replace(t, program=simplify(t.program, sizes or {}))
 
 

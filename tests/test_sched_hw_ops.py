@@ -22,7 +22,7 @@ from tilecert.semantics.sched import Schedule
 from tilecert.semantics.sched.base import ScheduleError
 from tilecert.semantics.sched.bind import bind
 from tilecert.semantics.sched.cse import cse_loads
-from tilecert.semantics.sched.datamap import Forward, Renamed
+from tilecert.semantics.transform import Forward, Renamed
 from tilecert.semantics.sched.expand_zero import expand_zero
 from tilecert.semantics.sched.pad import pad
 from tilecert.semantics.sched.simplify import census
@@ -200,9 +200,9 @@ def test_bind_over_a_barrier_lists_barrier_uniformity_and_unbinding_lists_depend
 
 def test_bind_preconditions():
     s, _ = make("scale1d", N=13)
-    raises(s.bind, "i", "grid", match="unknown kind 'grid'")
-    assert "slot" in raises(s.bind, "i", "block", match="unknown kind").hint
-    assert "vector" in raises(s.bind, "i", "gpu", match="unknown kind 'gpu'").hint
+    raises(s.bind, "i", "grid", match="kind must be one of 'grid0', .*, got 'grid'")
+    assert "slot" in raises(s.bind, "i", "block", match="got 'block'").hint
+    assert "vector" in raises(s.bind, "i", "gpu", match="got 'gpu'").hint
     raises(s.bind, "nope", "grid0", match="no loop named 'nope'")
     s.partition("i", [8])
     raises(s.bind, "i.s1", "grid0", match="hardware-bound loop 'i.s1' must start at 0")

@@ -20,8 +20,8 @@ from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
 from tilecert.semantics.index import IConst, ISize, IVar, evaluate, ibin
 from tilecert.semantics.loopinterp import interpret_loops
-from tilecert.semantics.sched.base import ScheduleError, Tau
-from tilecert.semantics.sched.datamap import Copy
+from tilecert.semantics.sched.base import ScheduleError
+from tilecert.semantics.transform import Copy, Kind, Live, Tau
 from tilecert.semantics.sched.privatize import privatize
 
 
@@ -181,9 +181,9 @@ def test_restored_program_computes_what_the_privatized_one_computes():
     s = tc.schedule(EXAMPLES["gemm_i32"].kernel, M=5, N=6, K=7)
     s.privatize("t0", "k")
     m = Model(s.program, s.sizes)
-    assert s.transforms[-1].datamaps == (Copy("t0.acc", "t0"),)
-    tiles = [forwarding.tile_of(m, b, "t0") for b in m.buffers if b.name == "t0.acc"]
-    restored = forwarding.restore(m, tiles, 2000)
+    (d,) = s.transforms[-1].datamaps
+    assert isinstance(d, Copy) and (d.buffer, d.source) == ("t0.acc", "t0")
+    restored, _ = forwarding.restore_copies(m, [(b, d) for b in m.buffers if b.name == "t0.acc"], 2000)
     assert not any(isinstance(st, L.Decl) and st.buf.name == "t0.acc" for st in ir.walk(restored.body))
     arrays = inputs("gemm_i32", M=5, N=6, K=7)
     got = {k: v.copy() for k, v in arrays.items()}
@@ -217,15 +217,18 @@ def _shift_store(node):
     return dataclasses.replace(node, index=(ibin("add", node.index[0], IConst(1)),))
 
 
-def _transform_verdicts(before, after, datamaps=(Copy("X.acc", "X"),)):
-    """The transform verdicts, the tile declared as ``privatize`` declares it."""
-    return {r.kind: r.verdict for r in check_transform(before, after, Tau(), datamaps=datamaps) if r.kind in TRANSFORM}
+def _transform_verdicts(before, after, datamaps):
+    """The transform verdicts (the declaration's among them) under the declarations ``datamaps``."""
+    report = check_transform(before, after, Tau(), datamaps=datamaps)
+    return {r.kind: r.verdict for r in report if r.kind in TRANSFORM or r.kind == Kind.DATAMAP}
 
 
 @pytest.mark.parametrize("extent", [IConst(4), ISize("N")])
 def test_checker_proves_the_hand_made_privatization(extent):
     before = _accumulate(extent)
-    verdicts = _transform_verdicts(before, privatize(before, "X", "i").program)
+    t = privatize(before, "X", "i")
+    verdicts = _transform_verdicts(before, t.program, t.datamaps)
+    assert set(verdicts) == set(TRANSFORM) | {Kind.DATAMAP}
     assert all(v.proved for v in verdicts.values()), verdicts
 
 
@@ -242,7 +245,7 @@ def test_a_strided_tile_over_an_empty_loop_has_extent_zero_and_is_proved():
     (tile,) = [st.buf for st in ir.walk(t.program.body) if isinstance(st, L.Decl)]
     extents = [int(evaluate(tile.shape[0], {"N": n}, {})) for n in range(5)]
     assert extents == [max(0, 2 * n - 1) for n in range(5)]  # not -1 at N = 0
-    verdicts = _transform_verdicts(before, t.program)
+    verdicts = _transform_verdicts(before, t.program, t.datamaps)
     assert all(v.proved for v in verdicts.values()), verdicts
 
 
@@ -262,27 +265,48 @@ def test_a_tile_of_negative_extent_is_disproved_with_the_sizes():
     assert v.status == "disproved" and "negative extent" in v.witness.summary and dict(v.witness.sizes)["N"] == 0
 
 
+def _disproved_declaration(before, after, datamaps, summary):
+    """The declaration is disproved with a witness saying ``summary``, and nothing is compared through it."""
+    verdicts = _transform_verdicts(before, after, datamaps)
+    v = verdicts.pop(Kind.DATAMAP)
+    assert v.status == "disproved" and summary in v.witness.summary, v
+    assert all(w.status == "unknown" and "declaration" in w.reason for w in verdicts.values()), verdicts
+    return v
+
+
 def test_checker_does_not_prove_broken_privatizations():
     before = _accumulate(ISize("N"))
-    after = privatize(before, "X", "i").program
+    t = privatize(before, "X", "i")
+    after, (d,) = t.program, t.datamaps
     decl_, init, loop, store = after.body.ops
-    outside = "accesses a cell of X.acc outside the window"
-    broken = {  # the tile is declared a copy of X: a missing transfer breaks the declaration
-        "store-back dropped": ([decl_, init, loop], "X.acc is not stored back to X by exactly one transfer"),
-        "load from X dropped (X starts nonzero)": ([decl_, loop, store], "X.acc is not loaded from X by exactly one"),
-        "store-back before the loop": ([decl_, init, store, loop], outside),
-        "store-back to the next cell": ([decl_, init, loop, _shift_store(store)], "is not stored back to it"),
-    }
-    for what, (ops, reason) in broken.items():
-        for kind, v in _transform_verdicts(before, _with_ops(after, ops)).items():
-            assert v.status == "unknown" and reason in v.reason, (what, kind, v)
-    # the tile undeclared, or declared a copy of another buffer: nothing says what it holds, or it does not
-    for datamaps, reason in (((), "(X.acc) without declaring what they hold"),
-                             ((Copy("X.acc", "Y"),), "X.acc is not loaded from Y by exactly one transfer")):
-        for kind, v in _transform_verdicts(before, after, datamaps).items():
-            assert v.status == "unknown" and reason in v.reason, (datamaps, kind, v)
-    # every update to tile cell 0: the restored program updates X[0] for every j, which the old one does not
-    wrong = _transform_verdicts(before, _with_ops(after, [decl_, init, _tile_index(loop, (IConst(0),)), store]))
+    # a live range too short (the store-back before the loop): a use outside it, at an instance, replayed
+    v = _disproved_declaration(before, _with_ops(after, [decl_, init, store, loop]), t.datamaps, "outside its live")
+    assert v.witness.instances and v.witness.replay.startswith("CONFIRMED")
+    # the store-back to the next cell
+    shifted = _shift_store(store)
+    moved = dataclasses.replace(d, live=Live(d.live.load, next(st for st in ir.walk(shifted.body)
+                                                               if isinstance(st, L.Assign))))
+    _disproved_declaration(before, _with_ops(after, [decl_, init, loop, shifted]), (moved,), "not stored back to it")
+    # a wrong cell map: cell u stands for X[u + 1], which the load does not read
+    wrong_cell = dataclasses.replace(d, cell=(ibin("add", d.cell[0], IConst(1)),))
+    _disproved_declaration(before, after, (wrong_cell,), "other than the declared one")
+    # a write to the source inside the live range
+    poke = L.Assign("X", (IConst(0),), L.Lit(5, "i32"))
+    poked = dataclasses.replace(loop, body=ir.Block((), loop.body.ops + (poke,)))
+    v = _disproved_declaration(before, _with_ops(after, [decl_, init, poked, store]), t.datamaps,
+                               "while X.acc holds it")
+    assert any("X[0] = 5" in i.statement for i in v.witness.instances)
+    # declared a copy of another buffer: the declared load contradicts it
+    _disproved_declaration(before, after, (dataclasses.replace(d, source="Y"),), "does not copy Y into it")
+    # a declared transfer missing from the program, or the tile undeclared: unknown, never proved
+    for ops, datamaps, reason in (([decl_, init, loop], t.datamaps, "not in the transformed program"),
+                                  ([decl_, init, loop, store], (), "(X.acc) without declaring what they hold")):
+        for kind, v in _transform_verdicts(before, _with_ops(after, ops), datamaps).items():
+            assert v.status == "unknown" and reason in v.reason, (kind, v)
+    # every update to tile cell 0: the declaration holds, but the restored program updates X[0] for every j
+    wrong = _transform_verdicts(before, _with_ops(after, [decl_, init, _tile_index(loop, (IConst(0),)), store]),
+                                t.datamaps)
+    assert wrong[Kind.DATAMAP].proved
     assert wrong["coverage"].status == "disproved"
     assert wrong["coverage"].witness.replay.startswith("CONFIRMED")
 

@@ -2,7 +2,7 @@
 
 Hypothesis draws a kernel (a random one from ``tc.strategies.kernels``, or an example) and
 a sequence of ops from whatever ``semantics.sched.OPS`` holds (``tc.strategies.op_calls``:
-arguments from each op's signature and the current loop tree). A draw whose preconditions
+arguments from each op's declared argument kinds and the current loop tree). A draw whose preconditions
 fail raises ``ScheduleError`` and is skipped; any other exception fails the test. After
 every applied op the scheduled program is interpreted and compared with the program
 before the op (exactly for integer kernels): the initial loop form against the tile-level

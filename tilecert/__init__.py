@@ -17,7 +17,8 @@ from tilecert.semantics.errors import (CaptureError, ExecutionError, InputError,
                                        UncheckedSizesWarning,
                                        TypeMismatch)
 from tilecert.semantics.expand import expand
-from tilecert.semantics.interp import interpret, prepare_inputs
+from tilecert.semantics.inputs import prepare_inputs
+from tilecert.semantics.interp_fast import interpret
 from tilecert.semantics.loopinterp import interpret_loops
 from tilecert.semantics.loopir import is_loop_form
 from tilecert.semantics.kernel import Kernel, Tensor, kernel
@@ -75,6 +76,13 @@ def run(k: Union[Kernel, ir.Program], *positional: Any, order: str = "canonical"
     return interpret(program, order=order, seed=seed, reduce_mode=reduce_mode, checked=checked, **kwargs)
 
 
+def plot(subject: Any, result: Any = None, **options: Any) -> Any:
+    """A matplotlib figure of ``subject``: its iteration space, a witness drawn on it, or its barrier
+    phases (``tilecert.pictures.plot``; needs the ``plot`` extra)."""
+    from tilecert.pictures import plot as draw
+    return draw(subject, result, **options)
+
+
 def __getattr__(name: str) -> Any:
     """``tc.strategies`` (hypothesis strategies for programs and schedules) and ``tc.testing`` (assertions and
     pytest helpers) load on first use."""
@@ -92,5 +100,5 @@ __all__ = [
     "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "bool_", "DType",
     "TilecertError", "CaptureError", "TypeMismatch", "InputError", "ExecutionError", "NoninterferenceError",
     "SerializationError", "ScheduleError", "UnprovedScheduleError", "ResourceError", "TilecertWarning", "UncheckedSizesWarning", "check",
-    "compile", "emit", "differential", "DiffReport",
+    "compile", "emit", "differential", "DiffReport", "plot",
 ]

@@ -1,4 +1,5 @@
-"""The ``tilecert`` command line: ``demo``, ``ir``, ``emit``, ``diff``, ``fuzz``, ``check`` and ``gpu-suite``.
+"""The ``tilecert`` command line: ``demo``, ``ir``, ``emit``, ``diff``, ``fuzz``, ``check``, ``explain`` and
+``gpu-suite``.
 
 Exit status 0 only when everything asked for was proved and matched; 1 when something was not
 (``emit`` / ``diff`` / ``gpu-suite`` of an unproved schedule without ``--allow-unproved``, a
@@ -14,7 +15,6 @@ import importlib.util
 import os
 import re
 import sys
-import time
 import traceback
 from pathlib import Path
 from types import ModuleType, TracebackType
@@ -24,6 +24,7 @@ import tilecert as tc
 from tilecert.backends import TARGETS, resolve, subject
 from tilecert.checker.gate import require
 from tilecert.lowering import format_lowered, lower
+from tilecert.progress import FuzzView, check_all, diff_all, name_of
 from tilecert.semantics.errors import InputError, Loc
 from tilecert.semantics.jsondata import INT64
 
@@ -125,13 +126,19 @@ def definitions(args: argparse.Namespace, kinds: tuple[type, ...]) -> dict[str, 
 
 def targets_in(args: argparse.Namespace) -> list:
     """The kernels (as schedules when sizes are given) and schedules a Python file defines."""
+    return list(named_targets(args).values())
+
+
+def named_targets(args: argparse.Namespace) -> dict[str, Any]:
+    """``targets_in``, by the names the file binds them to."""
     found = definitions(args, (tc.Kernel, tc.Schedule))
     sizes = dict(args.size or [])
     for name, value in args.size or []:
         if sizes[name] != value:
             raise UsageError(f"--size {name} is given twice, as {value} and {sizes[name]}", COMMAND_LINE,
                              "give each size once")
-    return [tc.schedule(obj, **sizes) if isinstance(obj, tc.Kernel) and sizes else obj for obj in found.values()]
+    return {name: tc.schedule(obj, **sizes) if isinstance(obj, tc.Kernel) and sizes else obj
+            for name, obj in found.items()}
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -171,19 +178,15 @@ def cmd_diff(args: argparse.Namespace) -> int:
         case = FuzzCase.from_json(existing_file(path, "a fuzz case .json", (".json",)).read_bytes(), str(path))
         check = lambda s, **kw: tc.differential(s, target=args.target, sanitize=args.sanitize,  # noqa: E731
                                                 allow_unproved=args.allow_unproved, **kw)
-        reports = [unsupported_as_usage(args.target, lambda: replay(
-            case, check, trials=args.trials, load_source=kernel_from_source if args.trust_source else None,
-            file=str(path)))]
+        runs = {f"{case.kernel}/{path.name}": lambda **kw: unsupported_as_usage(args.target, lambda: replay(
+            case, lambda s, **more: check(s, **kw, **more), trials=args.trials,
+            load_source=kernel_from_source if args.trust_source else None, file=str(path)))}
     else:
-        reports = [unsupported_as_usage(args.target, lambda: tc.differential(
+        runs = {name_of(name, obj): lambda obj=obj, **kw: unsupported_as_usage(args.target, lambda: tc.differential(
             obj, target=args.target, trials=args.trials, seed=args.seed, sanitize=args.sanitize,
-            allow_unproved=args.allow_unproved))
-            for obj in targets_in(args)]
-    for report in reports:
-        print(report.label.ljust(10) + str(report))
-        for trial in report.trials if args.verbose else ():
-            print(f"  {trial}")
-    return 0 if all(r.matched for r in reports) else 1
+            allow_unproved=args.allow_unproved, **kw))
+            for name, obj in named_targets(args).items()}
+    return 0 if diff_all(runs, args.trials, verbose=args.verbose, as_json=args.json) else 1
 
 
 def unsupported_as_usage(target: str, run: Callable[[], Any]) -> Any:
@@ -197,15 +200,37 @@ def unsupported_as_usage(target: str, run: Callable[[], Any]) -> Any:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Check every schedule in the file, and every kernel no schedule there covers; 0 only if all is proved."""
-    found = targets_in(args)
-    covered = {id(obj.kernel) for obj in found if isinstance(obj, tc.Schedule)}
-    ok = True
-    for obj in found:
-        if isinstance(obj, tc.Kernel) and id(obj) in covered:
-            continue
-        report = tc.check(obj, timeout_ms=args.timeout_ms, replay=not args.no_replay)
-        print(report.explain())
-        ok = ok and report.ok
+    ok = check_all(uncovered(named_targets(args)), timeout_ms=args.timeout_ms, replay=not args.no_replay,
+                   verbose=args.verbose, as_json=args.json)
+    return 0 if ok else 1
+
+
+def uncovered(found: dict[str, Any]) -> dict[str, Any]:
+    """The schedules of ``found``, and the kernels no schedule there covers."""
+    covered = {id(obj.kernel) for obj in found.values() if isinstance(obj, tc.Schedule)}
+    return {name: obj for name, obj in found.items() if not (isinstance(obj, tc.Kernel) and id(obj) in covered)}
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """Each schedule's ops and verdicts as text, or (``--html``) one self-contained page; 1 unless all is proved."""
+    from tilecert import report_html
+    found = uncovered(named_targets(args))
+    if args.html is None:
+        ok = True
+        for name, obj in found.items():
+            print(f"== {name_of(name, obj)}")
+            if isinstance(obj, tc.Schedule):
+                print(obj.explain())
+            report = tc.check(obj, timeout_ms=args.timeout_ms)
+            print(report.explain())
+            ok = ok and report.ok
+        return 0 if ok else 1
+    out = Path(args.html)
+    if out.suffix not in (".html", ".htm"):
+        raise UsageError(f"--html {out} does not end in .html", COMMAND_LINE, "give a path such as report.html")
+    writable_folder(out.parent, "--html", create=False)
+    ok = report_html.write(out, found, Path(args.file).name, target=args.target, timeout_ms=args.timeout_ms)
+    print(f"wrote {out}: {'every schedule proved' if ok else 'NOT OK: some schedule is not proved'}")
     return 0 if ok else 1
 
 
@@ -213,34 +238,23 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     """A campaign: 1 if a case failed; an error if no case could be compared (all unsupported or invalid)."""
     from tilecert import strategies
     from tilecert.backends.campaigns import DifferentialRun, executor_for
-    from tilecert.backends.fuzz import campaign, fuzz_cases, outcome
+    from tilecert.backends.fuzz import campaign, fuzz_cases
     out = writable_folder(Path(args.out), "--out", create=False)
-    counts: dict[str, int] = {}
-    first_unsupported: list[str] = []
-
-    def on_result(done, case, report, path):
-        word = outcome(report)
-        counts[word] = counts.get(word, 0) + 1
-        if word == "unsupported" and not first_unsupported:
-            first_unsupported.append(report.trials[0].detail)
-        summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-        print(f"\r[{done}/{args.cases}] {summary} ({time.perf_counter() - t0:.0f} s)", end="", flush=True)
-        if path is not None:
-            print(f"\n  failing case written to {path}: {report.first_failure}")
-
     context, where = executor_for(args.workers, args.scheduler)
     with context as executor:
-        t0 = time.perf_counter()
-        campaign(fuzz_cases(strategies.kernels(), strategies.schedules, args.max_ops), args.cases, args.seed,
-                 DifferentialRun(args.target, args.trials, args.allow_unproved), out, on_result, executor)
-    seconds = time.perf_counter() - t0
-    print(f"\n{args.cases} cases in {seconds:.1f} s {where}: {60 * args.cases / seconds:.1f} cases per minute")
+        if not args.json:
+            print(f"fuzz: {args.cases} cases {where}")
+        with FuzzView(args.cases, verbose=args.verbose, as_json=args.json) as view:  # timed from here
+            campaign(fuzz_cases(strategies.kernels(), strategies.schedules, args.max_ops), args.cases, args.seed,
+                     DifferentialRun(args.target, args.trials, args.allow_unproved), out, view.case, executor)
+    view.finish()
+    counts = view.counts
     if counts.get("failed"):
         return 1
     if not counts.get("matched"):
         reason = f"{counts.get('unsupported', 0)} of {args.cases} cases unsupported by {args.target}"
         raise UsageError(f"no case was compared: {reason}" +
-                         (f" (first: {first_unsupported[0]})" if first_unsupported else ""), COMMAND_LINE,
+                         (f" (first: {view.first_unsupported})" if view.first_unsupported else ""), COMMAND_LINE,
                          "nothing was checked; use a target that supports these kernels (e.g. --target c)")
     return 0
 
@@ -273,6 +287,12 @@ def cmd_gpu_suite(args: argparse.Namespace) -> int:
     print(f"wrote {len(names)} cases to {folder}: {', '.join(names)}")
     print(f"on a machine with a GPU, nvcc and numpy: python3 {folder / 'run.py'}  (see {folder / 'README.md'})")
     return 0
+
+
+def views(cmd: argparse.ArgumentParser, every: str) -> None:
+    """The ``--verbose`` and ``--json`` options of a command that reports verdicts (``progress.py``)."""
+    cmd.add_argument("--verbose", "-v", action="store_true", help=f"print {every}")
+    cmd.add_argument("--json", action="store_true", help="print one JSON document (for CI) instead of text")
 
 
 UNPROVED_HELP = "go on when the checker does not prove every obligation (the output is marked NOT PROVED)"
@@ -315,7 +335,7 @@ def build_parser() -> ArgumentParser:
             cmd.add_argument("--seed", type=natural, default=0)
             cmd.add_argument("--sanitize", action="store_true",
                              help="build with sanitizers (c: ASan and UBSan; cuda-host: TSan and UBSan)")
-            cmd.add_argument("--verbose", "-v", action="store_true", help="print every trial")
+            views(cmd, "every trial")
             cmd.add_argument("--trust-source", action="store_true",
                              help="replay a fuzz case file that carries Python source (runs that code)")
     check_cmd = command("check", "prove the obligations of the kernels and schedules in a Python file")
@@ -325,6 +345,15 @@ def build_parser() -> ArgumentParser:
                            help="bind a size of a kernel (repeatable)")
     check_cmd.add_argument("--timeout-ms", type=positive, default=2000, help="z3 timeout per query")
     check_cmd.add_argument("--no-replay", action="store_true", help="do not replay witnesses on the interpreter")
+    views(check_cmd, "every obligation (default: those not proved)")
+    explain = command("explain", "show each schedule's ops, obligations, witnesses and code (--html: one page)")
+    explain.add_argument("file", help="a Python file defining kernels or schedules")
+    explain.add_argument("--kernel", help="only this kernel or schedule")
+    explain.add_argument("--size", action="append", type=size_arg, metavar="NAME=INT",
+                         help="bind a size of a kernel (repeatable)")
+    explain.add_argument("--html", metavar="OUT.html", help="write one self-contained HTML page there")
+    explain.add_argument("--target", default="c", choices=TARGETS, help="the code shown")
+    explain.add_argument("--timeout-ms", type=positive, default=2000, help="z3 timeout per query")
     fuzz = command("fuzz", "random kernels and schedules, interpreter against compiled code")
     fuzz.add_argument("--target", default="c", choices=TARGETS)
     fuzz.add_argument("--cases", type=positive, default=100)
@@ -337,6 +366,7 @@ def build_parser() -> ArgumentParser:
     fuzz.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run the cases on this running dask cluster")
     fuzz.add_argument("--allow-unproved", action="store_true", help="also compare the cases the checker does not "
                       "prove (else they count as unproved and are not run)")
+    views(fuzz, "every case (default: the failing ones)")
     suite = command("gpu-suite", "write CUDA kernels, inputs and expected outputs for a GPU machine")
     suite.add_argument("dir", help="the folder to write (created)")
     suite.add_argument("--seed", type=natural, default=0)
@@ -346,7 +376,7 @@ def build_parser() -> ArgumentParser:
 
 
 COMMANDS = {"demo": cmd_demo, "ir": cmd_ir, "emit": cmd_emit, "diff": cmd_diff, "fuzz": cmd_fuzz,
-            "check": cmd_check, "gpu-suite": cmd_gpu_suite}
+            "check": cmd_check, "explain": cmd_explain, "gpu-suite": cmd_gpu_suite}
 
 
 def main(argv: list[str] | None = None) -> int:

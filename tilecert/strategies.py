@@ -21,7 +21,7 @@ Everything is ``i32`` (values in [-4, 4]), so interpreters must agree bit for bi
 
 ``schedules(kernel, ...)`` draws a ``Schedule``: a sequence of ops taken from whatever
 ``semantics.sched.OPS`` holds when it runs, each with arguments drawn from the op's
-signature and the current loop tree (``op_calls``). A draw whose op raises
+declared argument kinds and the current loop tree (``op_calls``). A draw whose op raises
 ``ScheduleError`` (a precondition does not hold) is skipped; any other exception is a bug
 and propagates.
 """
@@ -29,13 +29,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import inspect
 import itertools
 import linecache
-import sys
-import types
-import typing
-from collections import abc
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -44,9 +39,9 @@ from hypothesis import event, strategies as st
 
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
-from tilecert.semantics.index import evaluate, free_vars, size_names
 from tilecert.semantics.kernel import Kernel
-from tilecert.semantics.sched import OPS, Schedule
+from tilecert.semantics.sched import OPS, OpDecl, Schedule
+from tilecert.semantics.sched.args import Draw
 from tilecert.semantics.sched.base import ScheduleError
 
 __all__ = ["KernelCase", "kernels", "kernel_from_source", "op_calls", "schedules", "gpu_schedules", "TENSOR_DIMS"]
@@ -431,172 +426,37 @@ def kernels(draw: Callable[[st.SearchStrategy[Any]], Any], max_size: int = 9) ->
 
 
 # ----------------------------------------------------------------------------- schedules
-_CHOICES: dict[str, tuple[str, ...]] = {
-    "binding": L.BINDING_KINDS, "kind": L.LOOP_KINDS, "policy": ir.POLICIES, "scope": ("global", "shared", "local"),
-}
-_BUFFER_PARAMS = ("buffer", "buf", "tensor", "target")
-
-
-def _loop_chains(p: ir.Program) -> list[list[str]]:
-    """Runs of directly nested loops, outermost first (candidate loop lists)."""
-    chains: list[list[str]] = []
-    for lp in L.loops(p.body):
-        chain = [lp.name]
-        inner = lp
-        while len(inner.body.ops) == 1 and isinstance(inner.body.ops[0], L.Loop):
-            inner = inner.body.ops[0]
-            chain.append(inner.name)
-        if len(chain) > 1:
-            chains.append(chain)
-    return chains
-
-
-def _names(name: str, module: Any, p: ir.Program) -> Optional[list[str]]:
-    """The values of a ``str`` parameter that does not name a loop (None for loop names)."""
-    choices = getattr(module, name.upper() + "S", None) or _CHOICES.get(name)
-    if isinstance(choices, tuple) and all(isinstance(c, str) for c in choices):
-        return list(choices)
-    if name in _BUFFER_PARAMS:
-        return [t.name for t in p.tensors] + [d.buf.name for d in ir.walk(p.body) if isinstance(d, L.Decl)]
-    return None
-
-
-def _loop_range(p: ir.Program, loop: str, sizes: Mapping[str, int]) -> Optional[tuple[int, int]]:
-    """(start, extent) of ``loop`` when both evaluate under ``sizes`` (None otherwise)."""
-    lp = next(lp for lp in L.loops(p.body) if lp.name == loop)
-    bounds = (lp.start, lp.extent)
-    if any(size_names(e) - set(sizes) or free_vars(e) for e in bounds):
-        return None
-    start, extent = (int(evaluate(e, sizes, {})) for e in bounds)
-    return start, extent
-
-
-def _breakpoints(p: ir.Program, loop: str, sizes: Mapping[str, int]) -> st.SearchStrategy[list[int]]:
-    """Increasing points inside the range of ``loop`` (or small ints when it is not known)."""
-    lo, n = _loop_range(p, loop, sizes) or (0, 7)
-    if n < 2:
-        return st.lists(st.integers(lo, lo + 1), min_size=1, max_size=1)
-    return st.lists(st.integers(lo + 1, lo + n - 1), min_size=1, max_size=3, unique=True).map(sorted)
-
-
-def _factors(p: ir.Program, loop: str, sizes: Mapping[str, int]) -> st.SearchStrategy[list[int]]:
-    """Two or three extents whose product is the extent of ``loop`` (or small ints when it is not known)."""
-    known = _loop_range(p, loop, sizes)
-    if known is None or known[1] < 1:
-        return st.lists(st.integers(1, 4), min_size=2, max_size=3)
-    n = known[1]
-    divisors = [d for d in range(1, n + 1) if n % d == 0]
-    return st.sampled_from(divisors).flatmap(
-        lambda d: st.sampled_from([[d, n // d], [1, d, n // d], [d, n // d, 1]]))
-
-
-# list parameters whose values depend on the loop the call names
-_LOOP_DEPENDENT: dict[str, Callable[[ir.Program, str, Mapping[str, int]], st.SearchStrategy[list[int]]]] = {
-    "breakpoints": _breakpoints, "extents": _factors,
-}
-
-
-def _strategy_for(name: str, hint: Any, module: Any, p: ir.Program, length: int,
-                  new_name: bool) -> Optional[st.SearchStrategy[Any]]:
-    """Values for parameter ``name`` of type ``hint`` on program ``p`` (None: no strategy for this type).
-
-    Lists have ``length`` items (so an op's loop list and its list of sizes agree); a
-    ``new_name`` string may also be a name no loop has.
-    """
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        inner = [_strategy_for(name, a, module, p, length, new_name) for a in args if a is not type(None)]
-        if any(s is None for s in inner):
-            return None
-        return st.one_of(*inner, st.none()) if type(None) in args else st.one_of(*inner)
-    if origin is typing.Literal:
-        return st.sampled_from(args)
-    if hint is bool:
-        return st.booleans()
-    if hint is int:
-        return st.integers(1, 6)
-    if hint is str:
-        names = _names(name, module, p)
-        if names is None:
-            names = [lp.name for lp in L.loops(p.body)] + (["fresh"] if new_name else [])
-        return st.sampled_from(names) if names else None
-    if hint in (list, tuple) or origin in (list, tuple, abc.Sequence):
-        item = args[0] if args else int  # a bare list holds ints (factors, extents, breakpoints)
-        if item is int:
-            seq = st.lists(st.integers(1, 6), min_size=length, max_size=length)
-        elif item is str:
-            chains = [c for c in _loop_chains(p) if len(c) >= length]
-            if not chains:
-                return None
-            seq = st.sampled_from(chains).flatmap(
-                lambda c: st.integers(0, len(c) - length).flatmap(lambda i: st.permutations(c[i:i + length])))
-        else:
-            return None
-        return seq.map(tuple) if tuple in (hint, origin) else seq
-    return None
-
-
 @st.composite
 def op_calls(draw: Callable[[st.SearchStrategy[Any]], Any], p: ir.Program, sizes: Optional[Mapping[str, int]] = None,
-             ops: Optional[Mapping[str, Callable[..., Any]]] = None) -> tuple[str, dict[str, Any]]:
+             ops: Optional[Mapping[str, OpDecl]] = None) -> tuple[str, dict[str, Any]]:
     """An op name and keyword arguments for it, drawn for the loop tree of ``p`` (``sizes``: the bound ones).
 
-    Arguments follow the op's type hints: loop names for ``str`` parameters (buffer names
-    for ``buffer``; choices when the op's module lists them as ``<NAME>S`` or the name is a
-    known choice such as ``kind``; optional names may also be the new name ``fresh``),
-    small ints, lists of small ints, runs of nested loops (permuted) for lists of names;
-    all lists of one call have one drawn length; ``breakpoints`` and ``extents`` are often
-    drawn to fit the range of the call's ``loop``. Several required loop names are taken
-    from one run of nested loops half of the time. Parameters with a default keep it half
-    of the time; those of a type without a strategy (``bound_sizes``, which the
-    ``Schedule`` supplies) always. An op with a required parameter of such a type is never
-    drawn.
+    Each argument is drawn from its declared kind (``semantics/sched/args.py``), in the op's
+    parameter order, so a kind's strategy sees the arguments drawn before it: loop names among
+    the loops (a loop declared ``inside`` another parameter's loop is often one directly inside
+    it), buffer names among the buffers, new loop names among the loops and a few fresh names,
+    choices of an ``Enum``, small ints, lists of one length (the length of the parameter a list
+    declares ``length_of``; runs of directly nested loops, permuted, for loop lists), points
+    inside a loop's range and extents that multiply to it for lists declared ``within`` /
+    ``product_of`` a loop. A parameter with a default keeps it half of the time; supplied
+    parameters (``bound_sizes``) are the ``Schedule``'s. An op with a required parameter of which
+    this program offers no value (no loop, no run of nested loops) is not drawn.
     """
     table = dict(OPS if ops is None else ops)
-    chains = _loop_chains(p)
-    length = draw(st.integers(1, min(3, max((len(c) for c in chains), default=1))), label="list length")
-    candidates: list[tuple[str, dict[str, st.SearchStrategy[Any]], list[str]]] = []
-    for name in sorted(table):
-        fn = table[name]
-        module = sys.modules.get(fn.__module__)
-        hints = typing.get_type_hints(fn)
-        strategies: dict[str, st.SearchStrategy[Any]] = {}
-        required: list[str] = []
-        loop_params: list[str] = []
-        for prm in list(inspect.signature(fn).parameters.values())[1:]:
-            if prm.kind in (prm.VAR_POSITIONAL, prm.VAR_KEYWORD):
-                continue
-            is_required = prm.default is inspect.Parameter.empty
-            hint = hints.get(prm.name, Any)
-            s = _strategy_for(prm.name, hint, module, p, length, not is_required)
-            if is_required and s is None:
-                break
-            if is_required:
-                required.append(prm.name)
-                if hint is str and _names(prm.name, module, p) is None:
-                    loop_params.append(prm.name)
-            if s is not None:
-                strategies[prm.name] = s
-        else:
-            candidates.append((name, strategies, loop_params))
+    empty = Draw(p, dict(sizes or {}), {})
+    candidates = [name for name in sorted(table)
+                  if all(q.kind.strategy(empty) is not None for q in table[name].recorded if q.required)]
     if not candidates:
         raise ScheduleError("no registered schedule op can be drawn for this program",
-                            hint="register ops with typed signatures in semantics.sched.OPS")
-    name, strategies, loop_params = draw(st.sampled_from(candidates))
+                            hint="declare each op's argument kinds with @schedule_op (semantics/sched/registry.py)")
+    name = draw(st.sampled_from(candidates))
     kwargs: dict[str, Any] = {}
-    fn = table[name]
-    for prm, s in strategies.items():
-        if inspect.signature(fn).parameters[prm].default is inspect.Parameter.empty or draw(st.booleans()):
-            kwargs[prm] = draw(s, label=f"{name}.{prm}")
-    runs = [c for c in chains if len(c) >= len(loop_params)]
-    if len(loop_params) > 1 and runs and draw(st.booleans(), label="loops from one run"):
-        # ops on several loops (swap, fuse, ...) mostly need them nested: take them from one run
-        run = draw(st.sampled_from(runs))
-        start = draw(st.integers(0, len(run) - len(loop_params)))
-        kwargs.update(zip(loop_params, run[start:start + len(loop_params)]))
-    for prm, dependent in _LOOP_DEPENDENT.items():
-        if prm in kwargs and kwargs.get("loop") in {lp.name for lp in L.loops(p.body)} and draw(st.booleans()):
-            kwargs[prm] = draw(dependent(p, kwargs["loop"], sizes or {}), label=f"{name}.{prm}")
+    for q in table[name].recorded:
+        if not q.required and draw(st.booleans()):
+            continue
+        values = q.kind.strategy(Draw(p, dict(sizes or {}), dict(kwargs)))
+        if values is not None:
+            kwargs[q.name] = draw(values, label=f"{name}.{q.name}")
     return name, kwargs
 
 

@@ -30,7 +30,7 @@ import numpy as np
 from tilecert.lowering import Lowered, Validation, ValidationError, validate
 from tilecert.semantics import ir
 from tilecert.semantics.errors import ExecutionError, InputError
-from tilecert.semantics.limits import check_size
+from tilecert.semantics.inputs import bind_sizes, take_arrays
 
 from ..arrays import check_array
 from ..errors import SanitizerError
@@ -82,32 +82,9 @@ class CKernel:
         if positional:
             raise InputError(f"kernel {lp.name} takes its arrays and sizes by name, got {len(positional)} positional "
                              "argument(s)", p.loc, f"pass them as keywords: {', '.join(t.name + '=...' for t in lp.tensors)}")
-        rest = dict(kwargs)
-        arrays: dict[str, np.ndarray] = {}
-        for t in lp.tensors:
-            if t.name not in rest:
-                raise InputError(f"missing array for tensor {t.name}", p.loc, f"pass {t.name}=numpy_array")
-            arrays[t.name] = check_array(t.name, rest.pop(t.name), np.dtype(_STORAGE[t.dtype]), t.dtype,
-                                         len(t.shape), p.loc, writable=in_place and t.written)
-        sizes: dict[str, int] = {}
-        origin: dict[str, str] = {}
-        for name, value in rest.items():
-            if name not in lp.sizes:
-                raise InputError(f"unknown argument {name!r} for kernel {lp.name}", p.loc,
-                                 f"tensors are {[t.name for t in lp.tensors]}, sizes are {list(lp.sizes)}")
-            sizes[name], origin[name] = check_size(name, value, p.loc), "the explicit size"
-        for name, value in lp.bound:
-            if sizes.setdefault(name, value) != value:
-                raise InputError(f"size {name} is {sizes[name]} but the schedule binds {value}", p.loc,
-                                 "pass arrays of the scheduled sizes")
-            origin.setdefault(name, "the schedule")
-        for t in lp.tensors:
-            for axis, s in enumerate(t.shape):
-                name, n = str(s), arrays[t.name].shape[axis]
-                if sizes.setdefault(name, n) != n:
-                    raise InputError(f"size {name} is {sizes[name]} from {origin[name]} but {n} from {t.name} "
-                                     f"axis {axis}", p.loc, "tensors that share a dim name must agree on its extent")
-                origin.setdefault(name, f"{t.name} axis {axis}")
+        arrays, rest = take_arrays(lp.tensors, kwargs, p.loc, lambda t, a: check_array(
+            t.name, a, np.dtype(_STORAGE[t.dtype]), t.dtype, len(t.shape), p.loc, writable=in_place and t.written))
+        sizes = bind_sizes(lp.name, lp.sizes, lp.tensors, arrays, rest, p.loc, lp.bound)
         return arrays, sizes
 
     def check_sizes(self, sizes: Mapping[str, int]) -> None:

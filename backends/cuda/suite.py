@@ -36,7 +36,7 @@ from tilecert.checker.gate import require
 from tilecert.lowering import ValidationError, validate
 from tilecert.semantics import ir
 from tilecert.semantics.errors import ExecutionError, InputError
-from tilecert.semantics.interp import prepare_inputs
+from tilecert.semantics.inputs import prepare_inputs
 from tilecert.semantics.kernel import Kernel
 from tilecert.semantics.loopinterp import interpret_loops
 from tilecert.semantics.sched import Schedule

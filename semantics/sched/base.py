@@ -1,10 +1,7 @@
-"""What every schedule op shares: results, tau, obligations, and loop-tree surgery.
+"""What every schedule op shares: loop-tree surgery, argument checks and copies of loop bodies.
 
-A schedule op is a function ``(program, args) -> Transformed(program', tau, obligations,
-handles, datamaps)``. ``tau`` maps the execution coordinates of the new program to the old ones
-whose work they perform (seed 004): for each old loop variable an expression over new
-variables, plus the guard under which a new coordinate is active. Obligations name what
-must hold for the rewrite to preserve meaning; the checker discharges them.
+The contract an op fulfils (``Transformed``: program, tau, obligations, datamaps) is
+``semantics/transform.py``.
 """
 from __future__ import annotations
 
@@ -14,67 +11,14 @@ from typing import Any, Callable, Iterator, Optional
 
 from .. import ir
 from .. import loopir as L
-from . import datamap
 from ..affine import Context
 from ..bindings import HARDWARE_INDICES
 from ..errors import TilecertError
-from ..index import IBin, IConst, IExpr, INot, IVar, evaluate, free_vars, ibin, size_names
-
-OBLIGATION_KINDS = ("coverage", "prefix_cut", "containment", "dependence", "noninterference", "barrier_uniform",
-                    "bounds", "hardware_limits", "pipeline_schedule", "versions", "release", "reduction_policy")
-
+from ..index import IBin, IConst, IExpr, INot, IVar, conj, evaluate, free_vars, size_names, substitute, substitute_many
+from ..transform import Piece, Renamed
 
 class ScheduleError(TilecertError):
     """A schedule op's precondition does not hold (the message says what and how to fix it)."""
-
-
-@dataclass(frozen=True)
-class Obligation:
-    """What must hold for one op to preserve meaning; ``formula`` states it."""
-
-    kind: str
-    op: str
-    formula: str
-    loops: tuple[str, ...] = ()
-
-    def __str__(self) -> str:
-        where = f" [{', '.join(self.loops)}]" if self.loops else ""
-        return f"{self.kind}{where}: {self.formula}"
-
-
-@dataclass(frozen=True)
-class Piece:
-    """One piece of tau: new coordinates satisfying ``guard`` perform the old iteration whose
-    loop variables ``subst`` gives (old variable -> expression over new variables)."""
-
-    subst: tuple[tuple[int, IExpr], ...]
-    guard: IExpr = IConst(1)
-
-    def __str__(self) -> str:
-        parts = ", ".join(f"i{v} := {e}" for v, e in self.subst)
-        return "{" + parts + "}" + ("" if self.guard == IConst(1) else f" when {self.guard}")
-
-
-@dataclass(frozen=True)
-class Tau:
-    """New coordinates -> old, piecewise (a partition or a split with a peeled tail has
-    several pieces); the identity on every loop it does not mention."""
-
-    pieces: tuple[Piece, ...] = ()
-
-    def __str__(self) -> str:
-        return " | ".join(str(p) for p in self.pieces) or "identity"
-
-
-@dataclass(frozen=True)
-class Transformed:
-    """An op's result; ``datamaps`` declare what each buffer the op mints stands for (``datamap.py``)."""
-
-    program: ir.Program
-    tau: Tau
-    obligations: tuple[Obligation, ...]
-    handles: tuple[str, ...] = ()
-    datamaps: tuple[datamap.DataMap, ...] = ()
 
 
 # ----------------------------------------------------------------------------- generic rewriting
@@ -95,22 +39,6 @@ def map_node(node: Any, on_iexpr: Callable[[IExpr], IExpr]) -> Any:
                 changes[f.name] = new
         return dataclasses.replace(node, **changes) if changes else node
     return node
-
-
-def substitute(e: IExpr, var: int, value: IExpr) -> IExpr:
-    """``e`` with loop variable ``var`` replaced by ``value`` (constants refolded)."""
-    return substitute_many(e, {var: value})
-
-
-def substitute_many(e: IExpr, values: dict[int, IExpr]) -> IExpr:
-    """``e`` with every loop variable of ``values`` replaced simultaneously (constants refolded)."""
-    if isinstance(e, IVar):
-        return values.get(e.region, e) if e.axis == 0 else e
-    if isinstance(e, IBin):
-        return ibin(e.op, substitute_many(e.a, values), substitute_many(e.b, values))
-    if isinstance(e, INot):
-        return INot(substitute_many(e.a, values))
-    return e
 
 
 def subst_node(node: Any, var: int, value: IExpr) -> Any:
@@ -201,12 +129,6 @@ def fresh_name(p: ir.Program, base: str, taken: set[str] | None = None) -> str:
     return f"{base}{k}"
 
 
-def positive_int(value: Any, what: str, op: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ScheduleError(f"{op}: {what} must be a positive int, got {value!r}", hint=f"pass an int > 0 as {what}")
-    return value
-
-
 # ----------------------------------------------------------------------------- arguments and diagnostics
 def names_arg(value: Any, what: str, op: str) -> tuple[str, ...]:
     """``value`` as a non-empty tuple of distinct loop names (a list or tuple of str)."""
@@ -246,15 +168,6 @@ def describe_all(sts: list, limit: int = 5) -> str:
 
 
 # ----------------------------------------------------------------------------- perfectly nested bands
-def conj(a: IExpr, b: IExpr) -> IExpr:
-    """``a && b``, dropping an operand that is the constant true."""
-    if a == IConst(1):
-        return b
-    if b == IConst(1):
-        return a
-    return IBin("and", a, b)
-
-
 def _contains(st: Any, target: L.Loop) -> bool:
     return st is target or any(lp is target for lp in L.loops(ir.Block((), (st,))))
 
@@ -353,21 +266,6 @@ def const_value(e: IExpr, sizes: Optional[dict[str, int]]) -> Optional[int]:
     return int(evaluate(e, dict(sizes or {}), {}))
 
 
-def compose(first: Tau, then: Tau, old_vars: frozenset[int]) -> Tau:
-    """The tau of two ops in sequence: ``then`` maps the newest coordinates to the middle ones,
-    ``first`` maps those to the old ones (whose loop variables are ``old_vars``). Pieces combine
-    pairwise; guards conjoin."""
-    pieces = []
-    for a in first.pieces or (Piece(()),):
-        for b in then.pieces or (Piece(()),):
-            middle = dict(b.subst)
-            mapped = {v for v, _ in a.subst}
-            subst = tuple((v, substitute_many(e, middle)) for v, e in a.subst)
-            subst += tuple((v, e) for v, e in b.subst if v in old_vars and v not in mapped)
-            pieces.append(Piece(subst, conj(substitute_many(a.guard, middle), b.guard)))
-    return Tau(tuple(pieces))
-
-
 # ----------------------------------------------------------------------------- building loops
 def loop_name(p: ir.Program, given: Any, default: str, op: str, freed: tuple[str, ...] = (),
               taken: set[str] | None = None) -> str:
@@ -447,7 +345,7 @@ class Copier:
     Each copy substitutes a value for the copied loop's variable; every loop inside gets a fresh
     variable and the name ``<name>.<tag>`` (made unique), and every buffer declared inside a
     fresh name ``<buffer>_<tag>``, so each copy stays addressable and declares its own buffers;
-    ``renamed`` declares each such buffer (``datamap.Renamed``).
+    ``renamed`` declares each such buffer (``transform.Renamed``).
     """
 
     def __init__(self, p: ir.Program) -> None:
@@ -455,7 +353,7 @@ class Copier:
         self.new_var = fresh_var(p)
         self.loop_names = {lp.name for lp in L.loops(p.body)}
         self.buffers = buffer_names(p)
-        self.renamed: list[datamap.Renamed] = []
+        self.renamed: list[Renamed] = []
 
     def loop_name(self, base: str) -> str:
         """A loop name built from ``base`` that no loop of the program or of an earlier copy has."""
@@ -468,7 +366,7 @@ class Copier:
         new = {lp.var: (self.new_var(), self.loop_name(f"{lp.name}.{tag}")) for lp in inner}
         bufs = {st.buf.name: fresh_buffer(f"{st.buf.name}_{tag}", self.buffers)
                 for st in ir.walk(body) if isinstance(st, L.Decl)}
-        self.renamed += [datamap.Renamed(new, old) for old, new in bufs.items()]
+        self.renamed += [Renamed(new, old) for old, new in bufs.items()]
         values = {var: value, **{old: IVar(v, 0) for old, (v, _) in new.items()}}
 
         def rebuild(node: Any) -> Any:

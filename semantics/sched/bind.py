@@ -33,13 +33,16 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst
 from ..bindings import DEFAULT_TARGET, HARDWARE_INDICES, SCOPES, SLOTTED, THREAD_SCOPES, Target
-from .base import (Obligation, ScheduleError, Tau, Transformed, enclosing, replace_loop,
-                   the_loop, with_body)
+from .base import ScheduleError, enclosing, replace_loop, the_loop, with_body
+from ..transform import Kind, Obligation, Tau, Transformed
 
 KINDS = tuple(f"{k}{s}" for k in SLOTTED for s in range(3)) + ("warp", "lane", "vector", "unrolled", "core", "serial")
+SLOT_HINT = "name the slot: grid0 / block0 is x, 1 is y, 2 is z"
 PARALLEL_KINDS = SCOPES
 
 
@@ -57,10 +60,8 @@ def _bound(loops: list) -> str:
                      if isinstance(lp, L.Loop) and L.binding_kind(lp.binding) in PARALLEL_KINDS) or "none"
 
 
+@schedule_op("bind", [A.LoopName(), A.Enum(KINDS, hints={k: SLOT_HINT for k in SLOTTED})])
 def bind(p: ir.Program, loop: str, kind: str) -> Transformed:
-    if kind not in KINDS:
-        hint = "name the slot: grid0 / block0 is x, 1 is y, 2 is z" if kind in SLOTTED else f"kinds: {', '.join(KINDS)}"
-        raise ScheduleError(f"bind: unknown kind {kind!r}", hint=hint)
     lp = the_loop(p, loop, "bind")
     base = L.binding_kind(kind)
     if base in HARDWARE_INDICES and lp.start != IConst(0):
@@ -72,24 +73,24 @@ def bind(p: ir.Program, loop: str, kind: str) -> Transformed:
     if base in PARALLEL_KINDS:
         phase = " in each barrier phase" if base in THREAD_SCOPES else ""
         obligations.append(Obligation(
-            "noninterference", "bind", f"distinct iterations of {loop!r} (a {lp.kind} loop, now run as {kind}) "
+            Kind.NONINTERFERENCE, "bind", f"distinct iterations of {loop!r} (a {lp.kind} loop, now run as {kind}) "
             f"touch no common cell that one of them writes{phase}", (loop,)))
         if lp.kind in ("serial", "pipeline"):
-            obligations.append(Obligation("dependence", "bind", f"{loop!r} carries no dependence: its {lp.kind} "
+            obligations.append(Obligation(Kind.DEPENDENCE, "bind", f"{loop!r} carries no dependence: its {lp.kind} "
                                           "order is no longer kept", (loop,)))
         path = enclosing(p.body, lp) or []
         obligations.append(Obligation(
-            "containment", "bind", f"along every path through {loop!r} bound levels nest as the target's containment "
+            Kind.CONTAINMENT, "bind", f"along every path through {loop!r} bound levels nest as the target's containment "
             f"order admits, no hardware slot repeated (enclosing: {_bound(path)}; inside: "
             f"{_bound(list(L.loops(lp.body)))})", (loop,)))
     if base in HARDWARE_INDICES:
-        obligations.append(Obligation("hardware_limits", "bind", f"{loop!r} as {kind}: {limit_text(kind)} "
+        obligations.append(Obligation(Kind.HARDWARE_LIMITS, "bind", f"{loop!r} as {kind}: {limit_text(kind)} "
                                       f"(extent {lp.extent})", (loop,)))
     if has_barrier and base in THREAD_SCOPES:
-        obligations.append(Obligation("barrier_uniform", "bind", f"each barrier inside {loop!r} is reached by all "
+        obligations.append(Obligation(Kind.BARRIER_UNIFORM, "bind", f"each barrier inside {loop!r} is reached by all "
                                       "of its iterations or by none", (loop,)))
     elif has_barrier and L.binding_kind(lp.binding) in THREAD_SCOPES:
-        obligations.append(Obligation("dependence", "bind", f"the barriers inside {loop!r} no longer synchronize its "
+        obligations.append(Obligation(Kind.DEPENDENCE, "bind", f"the barriers inside {loop!r} no longer synchronize its "
                                       "iterations: every dependence they ordered holds in sequential order", (loop,)))
     new = L.Loop(lp.var, lp.name, lp.extent, lp.kind, lp.body, binding, lp.start, lp.loc)
     return Transformed(with_body(p, replace_loop(p.body, lp, [new])), Tau(), tuple(obligations))

@@ -32,10 +32,13 @@ import math
 from typing import Any, Optional
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, IExpr, IVar, free_vars, ibin
-from .base import (Obligation, Piece, ScheduleError, Tau, Transformed, band, fresh_var, loop_name, map_node, names_arg,
-                   nest, positive_int, proves, replace_loop, subst_node, substitute_many, the_loop, with_body)
+from .base import (ScheduleError, band, fresh_var, loop_name, map_node, nest, proves,
+                   replace_loop, subst_node, substitute_many, the_loop, with_body)
+from ..transform import Kind, Obligation, Piece, Tau, Transformed
 
 MAX_DEFAULT_NAME = 64
 
@@ -78,38 +81,30 @@ def merge(p: ir.Program, names: tuple[str, ...], name: Optional[str], op: str) -
     tau = Tau((Piece(tuple((lp.var, values[lp.var]) for lp in b.loops)),))
     listed = ", ".join(names)
     obligations = (
-        Obligation("coverage", op, f"tau({f_name}) = mixed radix over ({listed}) maps [0, {stride}) onto the band's "
+        Obligation(Kind.COVERAGE, op, f"tau({f_name}) = mixed radix over ({listed}) maps [0, {stride}) onto the band's "
                    "domain bijectively", names),
-        Obligation("dependence", op, f"tau is increasing in the lexicographic order of ({listed}), so every dependence "
+        Obligation(Kind.DEPENDENCE, op, f"tau is increasing in the lexicographic order of ({listed}), so every dependence "
                    "keeps its direction", names),
-        Obligation("prefix_cut", op, f"the cuts between {listed} vanish: none is an anchor, frontier, memory owner or "
+        Obligation(Kind.PREFIX_CUT, op, f"the cuts between {listed} vanish: none is an anchor, frontier, memory owner or "
                    f"convergence point; the cuts around the band map to those around {f_name!r} (tau_j = id)", names),
     )
     return Transformed(with_body(p, replace_loop(p.body, first, [merged])), tau, obligations, (f_name,))
 
 
+@schedule_op("coalesce", [A.ListOf(A.LoopName(), min_len=2, distinct=True), A.Optional(A.NewLoopName())])
 def coalesce(p: ir.Program, loops: list[str], name: Optional[str] = None) -> Transformed:
     """Merge the perfectly nested band ``loops`` (outermost first) into one loop (see the module doc)."""
-    names = names_arg(loops, "loops", "coalesce")
-    if len(names) < 2:
-        raise ScheduleError(f"coalesce: a band of one loop ({names[0]!r}) has nothing to merge",
-                            hint="list two or more loops of a perfectly nested band, outermost first")
-    return merge(p, names, name, "coalesce")
+    return merge(p, tuple(loops), name, "coalesce")
 
 
+@schedule_op("reshape", [A.LoopName(), A.ListOf(A.PosInt(), min_len=2, product_of="loop"),
+                         A.Optional(A.ListOf(A.NewLoopName(), min_len=2, distinct=True, length_of="extents")),
+                         A.BoundSizes()])
 def reshape(p: ir.Program, loop: str, extents: list[int], names: Optional[list[str]] = None, *,
             bound_sizes: Optional[dict[str, int]] = None) -> Transformed:
     """Split loop ``loop`` into a nest with the given constant ``extents`` (see the module doc)."""
-    if not isinstance(extents, (list, tuple)) or len(extents) < 2:
-        raise ScheduleError(f"reshape: extents must list two or more loop extents, got {extents!r}",
-                            hint="e.g. extents=[4, 6] for a loop of extent 24")
-    es = [positive_int(e, f"extent {k}", "reshape") for k, e in enumerate(extents)]
-    given: list[Any] = [None] * len(es)
-    if names is not None:
-        given = list(names_arg(names, "names", "reshape"))
-        if len(given) != len(es):
-            raise ScheduleError(f"reshape: {len(es)} extents need {len(es)} names, got {len(given)}",
-                                hint="give one name per extent, or leave names out")
+    es = list(extents)
+    given: list[Any] = [None] * len(es) if names is None else list(names)
     lp = the_loop(p, loop, "reshape")
     if lp.start != IConst(0):
         raise ScheduleError(f"reshape: loop {loop!r} must start at 0 (it starts at {lp.start})",
@@ -139,11 +134,11 @@ def reshape(p: ir.Program, loop: str, extents: list[int], names: Optional[list[s
     handles = tuple(h.name for h in headers)
     listed = ", ".join(handles)
     obligations = (
-        Obligation("coverage", "reshape", f"tau({listed}) = {index} maps prod [0, e_j) onto [0, {lp.extent}) "
+        Obligation(Kind.COVERAGE, "reshape", f"tau({listed}) = {index} maps prod [0, e_j) onto [0, {lp.extent}) "
                    f"bijectively ({' * '.join(map(str, es))} = {lp.extent} was proved)", (loop,)),
-        Obligation("dependence", "reshape", f"tau is increasing in the lexicographic order of ({listed}), so every "
+        Obligation(Kind.DEPENDENCE, "reshape", f"tau is increasing in the lexicographic order of ({listed}), so every "
                    f"dependence of {loop!r} keeps its direction", (loop,)),
-        Obligation("prefix_cut", "reshape", f"the cuts between {listed} are new and unobserved; the cuts around "
+        Obligation(Kind.PREFIX_CUT, "reshape", f"the cuts between {listed} are new and unobserved; the cuts around "
                    f"{loop!r} map to those around the nest (tau_j = id)", (loop,)),
     )
     return Transformed(with_body(p, replace_loop(p.body, lp, [new])), Tau((Piece(((lp.var, index),)),)), obligations,

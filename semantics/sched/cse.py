@@ -33,7 +33,7 @@ from typing import Any
 from .. import ir
 from .. import loopir as L
 from .base import fresh_buffer
-from .datamap import Forward
+from ..transform import Forward
 
 
 def _occurrences(e: L.SExpr, conditional: bool = False) -> list[tuple[L.Ld, bool]]:

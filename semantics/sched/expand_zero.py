@@ -28,10 +28,12 @@ import math
 from typing import Any, Optional
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, IExpr, IVar, ibin
-from .base import (Obligation, Piece, ScheduleError, Tau, Transformed, buffer_type, fresh_name, fresh_var, proves,
-                   replace_loop, with_body)
+from .base import ScheduleError, buffer_type, fresh_name, fresh_var, proves, replace_loop, with_body
+from ..transform import Kind, Obligation, Piece, Tau, Transformed
 
 
 def _is_zero(value: L.SExpr) -> bool:
@@ -57,6 +59,7 @@ def _zeroing(p: ir.Program, st: Any, buf: str, shape: tuple[IExpr, ...],
     return loops, st
 
 
+@schedule_op("expand_zero", [A.BufferName(), A.BoundSizes()])
 def expand_zero(p: ir.Program, buffer: str, *, bound_sizes: Optional[dict[str, int]] = None) -> Transformed:
     shape = buffer_type(p, buffer, "expand_zero")[1]
     if not shape:
@@ -83,9 +86,9 @@ def expand_zero(p: ir.Program, buffer: str, *, bound_sizes: Optional[dict[str, i
         body = ir.Block((), (L.Loop(vs[a], names[a], shape[a], "parallel", body, None, IConst(0), loops[0].loc),))
     tau = Tau((Piece(tuple((lp.var, IVar(vs[store.index.index(IVar(lp.var, 0))], 0)) for lp in loops)),))
     obligations = (
-        Obligation("coverage", "expand_zero", f"tau permutes the axes of the old zeroing nest of {buffer!r}: every "
+        Obligation(Kind.COVERAGE, "expand_zero", f"tau permutes the axes of the old zeroing nest of {buffer!r}: every "
                    "cell is zeroed exactly once, as before", tuple(names)),
-        Obligation("noninterference", "expand_zero", f"distinct iterations store 0 to distinct cells of {buffer!r} "
+        Obligation(Kind.NONINTERFERENCE, "expand_zero", f"distinct iterations store 0 to distinct cells of {buffer!r} "
                    "and read nothing", tuple(names)),
     )
     return Transformed(with_body(p, replace_loop(p.body, loops[0], list(body.ops))), tau, obligations, tuple(names))

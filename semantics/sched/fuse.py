@@ -16,10 +16,14 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import ir
-from .base import Transformed, names_arg
+from . import args as A
+from .registry import schedule_op
+from .base import names_arg
+from ..transform import Transformed
 from .coalesce import merge
 
 
+@schedule_op("fuse", [A.LoopName(nesting=True), A.LoopName(inside="outer"), A.Optional(A.NewLoopName())])
 def fuse(p: ir.Program, outer: str, inner: str, name: Optional[str] = None) -> Transformed:
     """Merge loop ``inner`` into the loop ``outer`` around it (see the module doc)."""
     return merge(p, names_arg([outer, inner], "loops", "fuse"), name, "fuse")

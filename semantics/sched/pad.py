@@ -23,10 +23,12 @@ import dataclasses
 from typing import Optional
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, IExpr, IVar, ibin
-from .base import (Obligation, Piece, ScheduleError, Tau, Transformed, hardware_bound, positive_int, proves,
-                   replace_loop, the_loop, with_body)
+from .base import ScheduleError, hardware_bound, proves, replace_loop, the_loop, with_body
+from ..transform import Kind, Obligation, Piece, Tau, Transformed
 
 
 def _guard_leaves(block: ir.Block, cond: IExpr) -> ir.Block:
@@ -40,9 +42,10 @@ def _guard_leaves(block: ir.Block, cond: IExpr) -> ir.Block:
     return ir.Block(block.args, tuple(ops), block.yields)
 
 
+@schedule_op("pad", [A.LoopName(), A.PosInt(), A.BoundSizes()])
 def pad(p: ir.Program, loop: str, to_multiple_of: int, *,
         bound_sizes: Optional[dict[str, int]] = None) -> Transformed:
-    t = positive_int(to_multiple_of, "to_multiple_of", "pad")
+    t = to_multiple_of
     lp = the_loop(p, loop, "pad")
     if lp.start != IConst(0):
         raise ScheduleError(f"pad: loop {loop!r} must start at 0 (it starts at {lp.start})",
@@ -54,10 +57,10 @@ def pad(p: ir.Program, loop: str, to_multiple_of: int, *,
     i = IVar(lp.var, 0)
     cond = ibin("lt", i, n)
     new = L.Loop(lp.var, lp.name, m, lp.kind, _guard_leaves(lp.body, cond), lp.binding, lp.start, lp.loc)
-    obligations = [Obligation("coverage", "pad", f"iterations {loop!r} < {n} run as before; those in [{n}, {m}) "
+    obligations = [Obligation(Kind.COVERAGE, "pad", f"iterations {loop!r} < {n} run as before; those in [{n}, {m}) "
                               "have every effect guarded off", (loop,))]
     if hardware_bound(lp):
-        obligations.append(Obligation("hardware_limits", "pad", f"{loop!r} as {lp.binding} fits the target with the "
+        obligations.append(Obligation(Kind.HARDWARE_LIMITS, "pad", f"{loop!r} as {lp.binding} fits the target with the "
                                       f"padded extent {m}", (loop,)))
     return Transformed(with_body(p, replace_loop(p.body, lp, [new])), Tau((Piece(((lp.var, i),), cond),)),
                        tuple(obligations))

@@ -40,20 +40,19 @@ from typing import Iterator, Optional
 import islpy as isl
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from ..affine import Context, to_isl, var_name
 from ..solver_names import solver_name
 from ..index import IBin, IConst, IExpr, INot, IVar, ibin, linear
-from .base import (Copier, Obligation, ScheduleError, Tau, Transformed, const_value, context_at, hardware_bound,
-                   replace_loop, the_loop, with_body)
+from .base import Copier, ScheduleError, const_value, context_at, hardware_bound, replace_loop, the_loop, with_body
+from ..transform import Kind, Obligation, Tau, Transformed
 
 
+@schedule_op("partition", [A.LoopName(), A.ListOf(A.Int(), within="loop"), A.BoundSizes()])
 def partition(p: ir.Program, loop: str, breakpoints: list, *,
               bound_sizes: Optional[dict[str, int]] = None) -> Transformed:
-    if not isinstance(breakpoints, (list, tuple)) or not breakpoints or \
-            not all(isinstance(b, int) and not isinstance(b, bool) for b in breakpoints):
-        raise ScheduleError(f"partition: breakpoints must be a non-empty list of ints, got {breakpoints!r}",
-                            hint="pass e.g. [12]; s.partition_breakpoints(loop) proposes the points where guards flip")
     lp = the_loop(p, loop, "partition")
     if hardware_bound(lp):
         raise ScheduleError(f"partition: loop {loop!r} is bound to {lp.binding}; hardware loops start at 0",
@@ -78,9 +77,9 @@ def partition(p: ir.Program, loop: str, breakpoints: list, *,
         handles.append(name)
     chain = " < ".join(str(b) for b in bounds)
     obligations = (
-        Obligation("coverage", "partition", f"{chain}: the segments are non-empty and tile the range of {loop!r}",
+        Obligation(Kind.COVERAGE, "partition", f"{chain}: the segments are non-empty and tile the range of {loop!r}",
                    (loop,)),
-        Obligation("dependence", "partition", "the segments run in increasing order, each in the order of "
+        Obligation(Kind.DEPENDENCE, "partition", "the segments run in increasing order, each in the order of "
                    f"{loop!r}, so every iteration keeps its place", (loop,)),
     )
     return Transformed(with_body(p, replace_loop(p.body, lp, segments)), Tau(tuple(pieces)), obligations,

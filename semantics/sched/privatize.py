@@ -21,7 +21,8 @@ or inside it). Varying conjuncts (pad masks over the iterations, output masks on
 own index) stay on the accesses alone. The tile is a routine-local array, so a backend's
 compiler can keep it in registers: materialize the loops over its axes afterwards
 (``unroll(..., materialize=True)``) to make its indices constants. Handles: the init-load
-loops, then the store-back loops. Datamaps: the tile is a ``Copy`` of ``target``.
+loops, then the store-back loops. Datamaps: the tile is a ``Copy`` of ``target``, cell ``u`` standing
+for ``o + u``, live from the init-load to the store-back.
 
 Preconditions (``ScheduleError`` otherwise): ``over`` is not parallel and not bound to
 hardware; ``target`` is a buffer, not declared inside ``over``, read or written there at
@@ -50,11 +51,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, IExpr, IVar, free_vars, ibin, linear
-from .base import (Obligation, ScheduleError, Tau, Transformed, buffer_names, buffer_type, conj, fresh_buffer,
-                   fresh_name, fresh_var, hardware_bound, nest, replace_loop, the_loop, with_body)
-from .datamap import Copy
+from .base import (ScheduleError, buffer_names, buffer_type, conj, fresh_buffer, fresh_name, fresh_var, hardware_bound,
+                   nest, replace_loop, the_loop, with_body)
+from ..transform import Copy, Kind, Live, Obligation, Tau, Transformed
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,7 @@ def _remap(node: Any, target: str, tile: str, keep: tuple[int, ...], over: L.Loo
     return node
 
 
+@schedule_op("privatize", [A.BufferName(), A.LoopName()])
 def privatize(p: ir.Program, target: str, over: str) -> Transformed:
     lp = the_loop(p, over, "privatize")
     if lp.kind == "parallel" or hardware_bound(lp):
@@ -199,7 +203,8 @@ def privatize(p: ir.Program, target: str, over: str) -> Transformed:
     new_var = fresh_var(p)
     taken: set[str] = set()
 
-    def transfer(kind: str, store: bool) -> Any:
+    def transfer(kind: str, store: bool) -> tuple[Any, L.Assign, tuple[int, ...], tuple[IExpr, ...]]:
+        """The loop nest of one transfer, its assignment, its axis variables and the target cell they index."""
         us = [IVar(new_var(), 0) for _ in keep]
         cell = list(outer)
         for ax, u in zip(keep, us):
@@ -210,17 +215,18 @@ def privatize(p: ir.Program, target: str, over: str) -> Transformed:
         tile_ld, target_ld = L.Ld(tile, tuple(us), dtype), L.Ld(target, tuple(cell), dtype)
         st = L.Assign(target, tuple(cell), tile_ld, lp.loc) if store else L.Assign(tile, tuple(us), target_ld, lp.loc)
         body = ir.Block((), (L.If(cond, ir.Block((), (st,)), lp.loc),) if cond != IConst(1) else (st,))
+        axes = tuple(u.region for u in us)
         if not keep:
-            return body.ops[0]
+            return body.ops[0], st, axes, tuple(cell)
         names = []
         for ax in keep:
             names.append(fresh_name(p, f"{tile}.{kind}{ax}", taken))
             taken.add(names[-1])
         loops = [L.Loop(u.region, name, d, "parallel", ir.Block((), ()), None, IConst(0), lp.loc)
                  for u, name, d in zip(us, names, dims)]
-        return nest(loops, body)
+        return nest(loops, body), st, axes, tuple(cell)
 
-    init, store_back = transfer("init", False), transfer("store", True)
+    (init, load, axes, cell), (store_back, store, _, _) = transfer("init", False), transfer("store", True)
     remapped = _remap(lp, target, tile, keep, lp)
     decl = L.Decl(L.Buffer(tile, dtype, tuple(dims), "local"), lp.loc)
     new = [decl, init, remapped, store_back]
@@ -228,13 +234,15 @@ def privatize(p: ir.Program, target: str, over: str) -> Transformed:
     cells = f"{target}[{', '.join(map(str, outer))}] + [0, {', '.join(map(str, dims))})" if keep else \
         f"{target}[{', '.join(map(str, outer))}]"
     obligations = (
-        Obligation("dependence", "privatize", f"every access of {target!r} under {over!r} goes to {tile}[u] for "
+        Obligation(Kind.DEPENDENCE, "privatize", f"every access of {target!r} under {over!r} goes to {tile}[u] for "
                    f"cell o + u of {cells} (injective per axis, o invariant across {over!r}); {tile} is loaded from "
                    f"{target!r} before {over!r} and nothing else touches {target!r} while it runs, so each access "
                    "sees the value it saw before", (over,)),
-        Obligation("coverage", "privatize", f"the store-back writes each in-bounds cell of {cells} once after "
+        Obligation(Kind.COVERAGE, "privatize", f"the store-back writes each in-bounds cell of {cells} once after "
                    f"{over!r}: the updated cells their final value, the others the value they were loaded with",
                    (over,) + handles),
+        Obligation(Kind.DATAMAP, "privatize", f"{tile}[u] holds {target!r} cell o + u of {cells} from its init-load to "
+                   f"its store-back, and only it touches that cell meanwhile", (over,) + handles),
     )
     return Transformed(with_body(p, replace_loop(p.body, lp, new)), Tau(), obligations, handles,
-                       (Copy(tile, target),))
+                       (Copy(tile, target, axes, cell, Live(load, store)),))

@@ -21,9 +21,11 @@ Legality, for old order ``(l_0, ..., l_{k-1})`` and new order ``pi``:
 from __future__ import annotations
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from ..index import free_vars
-from .base import (Band, Obligation, ScheduleError, Tau, Transformed, band, names_arg, nest, replace_loop,
-                   with_body)
+from .base import Band, ScheduleError, band, names_arg, nest, replace_loop, with_body
+from ..transform import Kind, Obligation, Tau, Transformed
 
 
 def permute(p: ir.Program, b: Band, order: tuple[str, ...], op: str) -> Transformed:
@@ -42,27 +44,26 @@ def permute(p: ir.Program, b: Band, order: tuple[str, ...], op: str) -> Transfor
     old = tuple(lp.name for lp in b.loops)
     arrow = f"({', '.join(old)}) -> ({', '.join(order)})"
     obligations = [
-        Obligation("dependence", op, f"every dependence carried by the band stays lexicographically positive under "
+        Obligation(Kind.DEPENDENCE, op, f"every dependence carried by the band stays lexicographically positive under "
                    f"{arrow}; reduce-loop updates may commute under their policy", old),
-        Obligation("prefix_cut", op, f"each observed cut inside the band separates the same set of loops under {arrow} "
+        Obligation(Kind.PREFIX_CUT, op, f"each observed cut inside the band separates the same set of loops under {arrow} "
                    "(pi_j . tau = tau_j . pi'_rho(j))", old),
     ]
     bound = tuple(lp.name for lp in b.loops if lp.binding is not None)
     if bound:
-        obligations.append(Obligation("containment", op, f"the bound loops {', '.join(bound)} nest as {arrow} admits "
+        obligations.append(Obligation(Kind.CONTAINMENT, op, f"the bound loops {', '.join(bound)} nest as {arrow} admits "
                                       "in the targets' containment order", bound))
     return Transformed(with_body(p, replace_loop(p.body, b.loops[0], [new])), Tau(), tuple(obligations))
 
 
+@schedule_op("reorder", [A.ListOf(A.LoopName(), min_len=2, distinct=True)])
 def reorder(p: ir.Program, loops: list[str]) -> Transformed:
     """Nest the perfectly nested band ``loops`` in the order given, outermost first (see the module doc)."""
-    order = names_arg(loops, "loops", "reorder")
-    if len(order) < 2:
-        raise ScheduleError(f"reorder: a band of one loop ({order[0]!r}) has nothing to permute",
-                            hint="list two or more loops of a perfectly nested band in their new order")
+    order = tuple(loops)
     return permute(p, band(p, order, "reorder"), order, "reorder")
 
 
+@schedule_op("swap", [A.LoopName(nesting=True), A.LoopName(inside="outer")])
 def swap(p: ir.Program, outer: str, inner: str) -> Transformed:
     """Exchange loop ``outer`` and the loop ``inner`` directly inside it (see the module doc)."""
     b = band(p, names_arg([outer, inner], "loops", "swap"), "swap")

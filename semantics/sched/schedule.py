@@ -1,10 +1,12 @@
 """``Schedule``: a kernel's loop form plus the ops applied to it, replayable and storable.
 
 ``s = tc.schedule(kernel, M=64, bm=16)`` captures the kernel (config values), expands it
-to loop form and binds the given sizes (others stay symbolic). Each op method returns the
-handles (loop names) it mints; after each op the simplifier folds the guards the bound
-sizes and loop extents decide. An op with a ``bound_sizes`` parameter receives the bound
-sizes (facts it may use to prove its preconditions; not one of its recorded arguments).
+to loop form and binds the given sizes (others stay symbolic). Each registered op is a
+method (``s.split(...)``, made from the op's declaration: ``registry.py``) that validates its
+arguments, applies the op and returns the handles (loop names) it mints; after each op the
+simplifier folds the guards the bound sizes and loop extents decide. An op that declares a
+``BoundSizes`` parameter receives the bound sizes (facts it may use to prove its
+preconditions; not one of its recorded arguments).
 ``s.history`` lists the ops, ``s.save(path)`` writes them as JSON with the final program's
 digest, and ``Schedule.load(path, kernel)`` replays them and checks the digest.
 
@@ -20,41 +22,28 @@ import inspect
 import json
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Union
+from typing import Any, Union
 
 import numpy as np
 
 from .. import ir
 from ..errors import InputError, SerializationError, TilecertError, UncheckedSizesWarning
 from ..expand import expand
-from ..interp import prepare_inputs
-from ..jsondata import INT64, conforms, parse_json
+from ..inputs import prepare_inputs
+from ..jsondata import parse_json
 from ..kernel import Kernel
 from ..limits import check_seed, check_size
 from ..loopinterp import interpret_loops
 from ..printer import format_program
 from ..serialize import digest
-from .base import LoopInfo, ScheduleError, Transformed, loop_infos
+from .base import LoopInfo, ScheduleError, loop_infos
+from ..transform import Transformed
 from .partition import partition_breakpoints
+from .registry import OPS
 from .schema import HINT, config_fits, schedule_data
 from .simplify import simplify
 
-OPS: dict[str, Callable[..., Transformed]] = {}
-
-
-def register(name: str, fn: Callable[..., Transformed]) -> None:
-    OPS[name] = fn
-
-
 Subject = Union[Kernel, ir.Program]
-
-
-def _fits_int64(value: Any) -> bool:
-    """Whether every integer in ``value`` (an op argument: a scalar, or lists and tuples of them) is in int64;
-    the backends compute indices in int64, so a larger factor or breakpoint would wrap there."""
-    if isinstance(value, (list, tuple)):
-        return all(_fits_int64(v) for v in value)
-    return not isinstance(value, int) or isinstance(value, bool) or conforms(value, int)
 
 
 class Schedule:
@@ -97,38 +86,19 @@ class Schedule:
 
     # ------------------------------------------------------------------ ops
     def apply(self, op: str, *args: Any, **kwargs: Any) -> tuple[str, ...]:
-        """Apply op ``op`` and return the loop names it mints."""
+        """Apply op ``op`` to its arguments, validated by its declaration (``OpDecl.bind``; the supplied ones are
+        the schedule's), record them, and return the loop names it mints."""
         if op not in OPS:
             raise ScheduleError(f"unknown schedule op {op!r}", hint=f"ops: {', '.join(sorted(OPS))}")
-        fn = OPS[op]
-        try:
-            bound = inspect.signature(fn).bind(self.program, *args, **kwargs)
-        except TypeError as exc:
-            raise ScheduleError(f"{op}: {exc}", hint=f"signature: {op}{inspect.signature(fn)}") from None
-        params = dict(list(bound.arguments.items())[1:])
-        for name, value in params.items():
-            if not _fits_int64(value):
-                raise ScheduleError(f"{op}: argument {name}={value!r} holds an integer outside int64",
-                                    hint=f"integer arguments of schedule ops lie in [{INT64[0]}, {INT64[1]}]")
-        if "bound_sizes" in params:  # an op that proves facts gets the schedule's bound sizes, never a caller's
-            raise ScheduleError(f"{op}: bound_sizes come from the schedule",
-                                hint="bind sizes in tc.schedule(kernel, ...)")
-        facts = {"bound_sizes": dict(self.sizes)} if "bound_sizes" in inspect.signature(fn).parameters else {}
-        result = fn(self.program, *args, **kwargs, **facts)
+        decl = OPS[op]
+        params = decl.bind(self.program, args, kwargs, supplied=False)
+        facts = {q.name: dict(self.sizes) for q in decl.supplied}
+        result = decl.fn(self.program, **params, **facts)
         self.program = simplify(result.program, self.sizes)
         self.history.append((op, params))
         self.transforms.append(result)
         self.programs.append(self.program)
         return result.handles
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        if name in OPS:
-            def method(*args: Any, **kwargs: Any) -> Any:
-                handles = self.apply(name, *args, **kwargs)
-                return handles if len(handles) != 1 else handles[0]
-            method.__doc__ = OPS[name].__doc__ or inspect.getmodule(OPS[name]).__doc__
-            return method
-        raise AttributeError(name)
 
     def check(self, sizes: dict[str, int] | None = None, **options: Any) -> Any:
         """Discharge the obligations of the initial program and of every op (a checker ``Report``). The report is
@@ -237,11 +207,7 @@ class Schedule:
             **arrays: Any) -> dict[str, np.ndarray]:
         """Interpret the scheduled program (array shapes must agree with the bound sizes)."""
         check_seed(seed, self.program.loc)
-        data, sizes = prepare_inputs(self.program, arrays)
-        for name, value in self.sizes.items():
-            if sizes.get(name) != value:
-                raise InputError(f"size {name} is {sizes.get(name)} in the arrays but the schedule binds {value}",
-                                 self.program.loc, "pass arrays of the scheduled sizes, or leave the size symbolic")
+        data, sizes = prepare_inputs(self.program, arrays, self.sizes)
         checks = [report for n, report in self.checks if n == len(self.history)]
         if checks and not any(report.covers(sizes) for report in checks):
             warnings.warn(UncheckedSizesWarning(
@@ -250,3 +216,12 @@ class Schedule:
                 "check it at these sizes with s.check(sizes=...)"), stacklevel=2)
         interpret_loops(self.program, sizes, data, order=order, seed=seed, checked=checked)
         return {name: data[name] for name in self.program.outputs}
+
+
+def install_methods() -> None:
+    """Give ``Schedule`` one method per registered op (``OpDecl.method``: its signature and docstring
+    come from the op's declaration); an op registered later gets its method from a later call."""
+    for name, decl in OPS.items():
+        if name in vars(Schedule) and not hasattr(vars(Schedule)[name], "op_name"):
+            raise TypeError(f"op {name!r} would replace the Schedule method {name}; register it under another name")
+        setattr(Schedule, name, decl.method())

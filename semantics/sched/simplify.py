@@ -101,8 +101,9 @@ def simplify_block(block: ir.Block, ctx: Context) -> ir.Block:
                 out.extend(body.ops)
             else:
                 out.append(L.If(c, body, st.loc))
-        elif isinstance(st, (L.Assign, L.Accum)):
-            out.append(dataclasses.replace(st, value=simplify_expr(st.value, ctx)))
+        elif isinstance(st, (L.Assign, L.Accum)):  # an unchanged statement stays the same node (datamaps name it)
+            value = simplify_expr(st.value, ctx)
+            out.append(st if value is st.value else dataclasses.replace(st, value=value))
         else:
             out.append(st)
     return ir.Block(block.args, tuple(out), block.yields)

@@ -17,19 +17,22 @@ either carries the noninterference obligation of its kind.
 from __future__ import annotations
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, IVar, ibin
-from .base import (Obligation, Piece, ScheduleError, Tau, Transformed, fresh_name, fresh_var, loop_name,
-                   positive_int, replace_loop, subst_node, the_loop, with_body)
+from .base import (ScheduleError, fresh_name, fresh_var, loop_name, replace_loop, subst_node, the_loop,
+                   with_body)
+from ..transform import Kind, Obligation, Piece, Tau, Transformed
 
 TAILS = ("guard", "partition")
 
 
+@schedule_op("split", [A.LoopName(), A.PosInt(), A.Enum(TAILS), A.Optional(A.NewLoopName()),
+                       A.Optional(A.NewLoopName())])
 def split(p: ir.Program, loop: str, factor: int, tail: str = "guard", outer: str | None = None,
           inner: str | None = None) -> Transformed:
-    f = positive_int(factor, "factor", "split")
-    if tail not in TAILS:
-        raise ScheduleError(f"split: unknown tail policy {tail!r}", hint="use tail='guard' or tail='partition'")
+    f = factor
     lp = the_loop(p, loop, "split")
     if lp.start != IConst(0):
         raise ScheduleError(f"split: loop {loop!r} must start at 0 (it starts at {lp.start})",
@@ -66,9 +69,9 @@ def split(p: ir.Program, loop: str, factor: int, tail: str = "guard", outer: str
         tau = Tau((Piece(((lp.var, index),)), Piece(((lp.var, rem_index),))))
         handles = (o_name, i_name, r_name)
     obligations = (
-        Obligation("coverage", "split", f"tau(o, ii) = {f}*o + ii maps the new domain onto [0, {n}) bijectively",
+        Obligation(Kind.COVERAGE, "split", f"tau(o, ii) = {f}*o + ii maps the new domain onto [0, {n}) bijectively",
                    (loop,)),
-        Obligation("dependence", "split", "tau is increasing in lexicographic (o, ii) order, so every dependence "
+        Obligation(Kind.DEPENDENCE, "split", "tau is increasing in lexicographic (o, ii) order, so every dependence "
                    f"of {loop!r} keeps its direction", (loop,)),
     )
     return Transformed(with_body(p, replace_loop(p.body, lp, new)), tau, obligations, handles)

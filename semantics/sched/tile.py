@@ -16,19 +16,19 @@ split (``coverage``, ``dependence``) and of the reorder (``dependence`` under th
 from __future__ import annotations
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
-from .base import ScheduleError, Tau, Transformed, band, compose, names_arg, positive_int
+from .base import band
+from ..transform import Tau, Transformed, compose
 from .reorder import reorder
 from .split import split
 
 
+@schedule_op("tile", [A.ListOf(A.LoopName(), distinct=True), A.ListOf(A.PosInt(), length_of="loops")])
 def tile(p: ir.Program, loops: list[str], sizes: list[int]) -> Transformed:
     """Tile the perfectly nested band ``loops`` by ``sizes`` (see the module doc)."""
-    names = names_arg(loops, "loops", "tile")
-    if not isinstance(sizes, (list, tuple)) or len(sizes) != len(names):
-        raise ScheduleError(f"tile: {len(names)} loop(s) need {len(names)} size(s), got {sizes!r}",
-                            hint="give one tile size per loop, e.g. tile(['i', 'j'], [4, 8])")
-    factors = [positive_int(f, f"the tile size of {n!r}", "tile") for n, f in zip(names, sizes)]
+    names, factors = tuple(loops), list(sizes)
     band(p, names, "tile")  # checked before splitting, so that errors name the loops the caller named
     old_vars = frozenset(lp.var for lp in L.loops(p.body))
     tau, obligations, outers, inners = Tau(), [], [], []

@@ -20,29 +20,31 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, ibin
-from .base import (Obligation, Piece, ScheduleError, Tau, Transformed, fresh_var, loop_name, proves, replace_loop,
-                   subst_node, the_loop, with_body)
+from .base import ScheduleError, fresh_var, loop_name, proves, replace_loop, subst_node, the_loop, with_body
+from ..transform import Kind, Obligation, Piece, Tau, Transformed
 
 
+@schedule_op("insert_unit", [A.LoopName(), A.Optional(A.NewLoopName()), A.Optional(A.Enum(L.LOOP_KINDS))])
 def insert_unit(p: ir.Program, loop: str, name: Optional[str] = None, kind: Optional[str] = None) -> Transformed:
     """Wrap loop ``loop`` in a new loop of extent 1 (see the module doc)."""
     lp = the_loop(p, loop, "insert_unit")
     unit_kind = lp.kind if kind is None else kind
-    if unit_kind not in L.LOOP_KINDS:
-        raise ScheduleError(f"insert_unit: unknown loop kind {unit_kind!r}", hint=f"kinds: {', '.join(L.LOOP_KINDS)}")
     u_name = loop_name(p, name, f"{loop}.unit", "insert_unit")
     unit = L.Loop(fresh_var(p)(), u_name, IConst(1), unit_kind, ir.Block((), (lp,)), None, IConst(0), lp.loc)
     obligations = (
-        Obligation("coverage", "insert_unit", f"{u_name!r} has the one value 0: (u, {loop}, ...) -> ({loop}, ...) is a "
+        Obligation(Kind.COVERAGE, "insert_unit", f"{u_name!r} has the one value 0: (u, {loop}, ...) -> ({loop}, ...) is a "
                    "bijection", (loop,)),
-        Obligation("prefix_cut", "insert_unit", f"every old cut maps to a new one; the cut above {u_name!r} projects "
+        Obligation(Kind.PREFIX_CUT, "insert_unit", f"every old cut maps to a new one; the cut above {u_name!r} projects "
                    "u away (tau_j bijective)", (loop,)),
     )
     return Transformed(with_body(p, replace_loop(p.body, lp, [unit])), Tau(), obligations, (u_name,))
 
 
+@schedule_op("remove_unit", [A.LoopName(), A.BoundSizes()])
 def remove_unit(p: ir.Program, loop: str, *, bound_sizes: Optional[dict[str, int]] = None) -> Transformed:
     """Drop loop ``loop``, which has exactly one iteration, substituting its start (see the module doc)."""
     lp = the_loop(p, loop, "remove_unit")
@@ -55,9 +57,9 @@ def remove_unit(p: ir.Program, loop: str, *, bound_sizes: Optional[dict[str, int
                                  "its extent 1 in tc.schedule(...)")
     body = subst_node(lp.body, lp.var, lp.start)
     obligations = (
-        Obligation("coverage", "remove_unit", f"{loop!r} runs exactly once ({lp.extent} = 1 was proved), so "
+        Obligation(Kind.COVERAGE, "remove_unit", f"{loop!r} runs exactly once ({lp.extent} = 1 was proved), so "
                    f"{loop} := {lp.start} is a bijection", (loop,)),
-        Obligation("prefix_cut", "remove_unit", f"the cut of {loop!r} vanishes; an observer of it maps to the cut "
+        Obligation(Kind.PREFIX_CUT, "remove_unit", f"the cut of {loop!r} vanishes; an observer of it maps to the cut "
                    "around it (tau_j bijective: the level has one instance)", (loop,)),
     )
     return Transformed(with_body(p, replace_loop(p.body, lp, list(body.ops))), Tau((Piece(((lp.var, lp.start),)),)),

@@ -27,19 +27,20 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import ir
+from . import args as A
+from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst
-from .base import (Copier, Obligation, ScheduleError, Tau, Transformed, const_value, context_at, hardware_bound,
-                   replace_loop, the_loop, with_body)
+from ..printer import sexpr
+from .base import Copier, ScheduleError, const_value, context_at, hardware_bound, replace_loop, the_loop, with_body
+from ..transform import Kind, Obligation, Tau, Transformed
 from .cse import cse_loads
 from .simplify import simplify_block
 
 
+@schedule_op("unroll", [A.LoopName(), A.Bool(), A.BoundSizes()])
 def unroll(p: ir.Program, loop: str, materialize: bool = False, *,
            bound_sizes: Optional[dict[str, int]] = None) -> Transformed:
-    if not isinstance(materialize, bool):
-        raise ScheduleError(f"unroll: materialize must be a bool, got {materialize!r}",
-                            hint="pass materialize=True to copy the body, False to mark the loop")
     lp = the_loop(p, loop, "unroll")
     if not materialize:
         marked = L.Loop(lp.var, lp.name, lp.extent, lp.kind, lp.body, "unrolled", lp.start, lp.loc)
@@ -59,10 +60,11 @@ def unroll(p: ir.Program, loop: str, materialize: bool = False, *,
     stmts, forwards = cse_loads(block.ops, copier.buffers)
     tau = Tau(tuple(c.piece(lp.var, IConst(start + k)) for k, c in enumerate(copies)))
     obligations = (
-        Obligation("coverage", "unroll", f"copy k performs iteration {start} + k of {loop!r}, for k in [0, {n})",
+        Obligation(Kind.COVERAGE, "unroll", f"copy k performs iteration {start} + k of {loop!r}, for k in [0, {n})",
                    (loop,)),
-        Obligation("dependence", "unroll", f"the copies run in increasing k, the serial order of {loop!r}", (loop,)),
-    )
+        Obligation(Kind.DEPENDENCE, "unroll", f"the copies run in increasing k, the serial order of {loop!r}", (loop,)),
+    ) + tuple(Obligation(Kind.DATAMAP, "unroll", f"{f.buffer} holds {sexpr(f.expression)} wherever it is read", (loop,))
+              for f in forwards)
     handles = tuple(inner.name for inner in L.loops(ir.Block((), stmts)))
     return Transformed(with_body(p, replace_loop(p.body, lp, list(stmts))), tau, obligations, handles,
                        tuple(copier.renamed) + forwards)
