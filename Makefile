@@ -4,7 +4,7 @@ VENV    := .venv
 VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 
-.PHONY: demo test bench setup clean proofs
+.PHONY: demo test bench setup clean proofs fuzz
 
 $(STAMP): pyproject.toml
 	test -x $(VPY) || $(PY) -m venv $(VENV)
@@ -19,6 +19,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VPY) -m pytest
+
+# a bounded campaign on two local dask worker processes; failing cases land in fuzz-failures/
+fuzz: $(STAMP)
+	$(VENV)/bin/tilecert fuzz --cases 40 --workers 2 --out fuzz-failures
 
 proofs: $(STAMP)
 	@status=0; for f in proofs/*.py; do [ "$$f" = proofs/lemma.py ] && continue; \

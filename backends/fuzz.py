@@ -16,15 +16,19 @@ for trusted source (``tilecert diff FILE --trust-source``).
 ``fuzz_cases(kernels, schedules)`` draws cases from hypothesis strategies for kernels and
 schedules (the caller supplies them, e.g. ``tilecert.strategies``); ``campaign`` runs a
 number of them and writes every failing one as a ``.json`` file that ``replay`` (and
-``tilecert diff FILE``) runs again. A case whose schedule the gate refuses
+``tilecert diff FILE``) runs again. Case ``i`` of campaign ``seed`` is drawn from the seed
+``case_seed(seed, i)`` alone, so cases are independent and any executor (this process, or
+dask workers: ``backends/campaigns.py``) gives the same results. A case whose schedule the gate refuses
 (``UnprovedScheduleError``: not every obligation proved) is ``unproved``, not a failure.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
@@ -130,35 +134,101 @@ def replay(case: FuzzCase, check: Callable[..., DiffReport], trials: int = 2,
     return check(case.schedule_for(load_source, file), trials=trials, seed=case.seed)
 
 
-def campaign(cases: st.SearchStrategy[FuzzCase], count: int, seed: int, run: Callable[[FuzzCase], DiffReport],
-             out_dir: Optional[Path], on_result: Callable[[int, FuzzCase, DiffReport, Optional[Path]], None]) -> None:
-    """Run ``count`` drawn cases, reporting each to ``on_result``; a failing one (``DiffReport.failed``, or a
-    build error) is also written to ``out_dir``. A construct the lowering or the target does not handle
-    (``UNSUPPORTED``) is ``unsupported`` and a schedule the
-    gate refuses ``unproved``, neither a failure; a missing device (``NoDevice``) ends the campaign."""
-    done = [0]
+def case_seed(seed: int, index: int) -> int:
+    """The seed of case ``index`` of the campaign ``seed``: the first 8 bytes of
+    ``sha256(f"{seed}:{index}")`` as an int below 2**63, so every case depends on these two numbers only."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{index}".encode()).digest()[:8], "big") >> 1
 
-    @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
+
+def draw_case(cases: st.SearchStrategy[FuzzCase], seed: int) -> FuzzCase:
+    """The case ``cases`` draws for ``seed``: the last example of a two-example hypothesis run seeded with
+    ``seed`` (generation only, no database). The first example of every run is hypothesis's simplest one, the
+    same for every seed, so it is drawn and dropped."""
+    drawn: list[FuzzCase] = []
+
+    @settings(max_examples=2, database=None, deadline=None, phases=[Phase.generate], derandomize=False,
               suppress_health_check=list(HealthCheck))
     @hypothesis_seed(seed)
     @given(cases)
-    def one(case: FuzzCase) -> None:
-        try:
-            report = run(case)
-        except UNSUPPORTED as exc:
-            report = DiffReport(case.kernel, "", (Trial(case.seed, {}, "unsupported", detail=exc.message),))
-        except UnprovedScheduleError as exc:
-            report = DiffReport(case.kernel, "", (Trial(case.seed, {}, "unproved", detail=exc.message),))
-        except NoDevice:
-            raise
-        except TilecertError as exc:
-            report = DiffReport(case.kernel, "", (Trial(case.seed, {}, "backend error", detail=str(exc)),))
-        path = None
-        if report.failed and out_dir is not None:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            path = out_dir / f"case-{seed}-{done[0]:05d}.json"
-            path.write_text(case.to_json(report))
-        done[0] += 1
-        on_result(done[0], case, report, path)
+    def collect(case: FuzzCase) -> None:
+        drawn.append(case)
 
-    one()
+    collect()
+    return drawn[-1]
+
+
+def run_case(case: FuzzCase, run: Callable[[FuzzCase], DiffReport]) -> DiffReport:
+    """``run(case)``, with a refusal turned into a one-trial report: a construct the lowering or the target does
+    not handle (``UNSUPPORTED``) is ``unsupported``, a schedule the gate refuses ``unproved`` (neither a failure),
+    another ``TilecertError`` a ``backend error`` (a failure); a missing device (``NoDevice``) propagates."""
+    try:
+        return run(case)
+    except UNSUPPORTED as exc:
+        return DiffReport(case.kernel, "", (Trial(case.seed, {}, "unsupported", detail=exc.message),))
+    except UnprovedScheduleError as exc:
+        return DiffReport(case.kernel, "", (Trial(case.seed, {}, "unproved", detail=exc.message),))
+    except NoDevice:
+        raise
+    except TilecertError as exc:
+        return DiffReport(case.kernel, "", (Trial(case.seed, {}, "backend error", detail=str(exc)),))
+
+
+def outcome(report: DiffReport) -> str:
+    """One word for a case's report: ``failed``, ``matched``, ``unproved`` (trials agreed, obligations open), the
+    outcome of a one-trial refusal (``unsupported``), else ``invalid``."""
+    if report.failed:
+        return "failed"
+    if report.matched:
+        return "matched"
+    if report.agreed:
+        return "unproved"
+    return report.trials[0].outcome if len(report.trials) == 1 else "invalid"
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """Case ``index`` of a campaign: the case and its report."""
+
+    index: int
+    case: FuzzCase
+    report: DiffReport
+
+    @property
+    def outcome(self) -> str:
+        return outcome(self.report)
+
+
+def run_indexed(cases: st.SearchStrategy[FuzzCase], run: Callable[[FuzzCase], DiffReport], seed: int,
+                index: int) -> CaseResult:
+    """Case ``index`` of campaign ``seed``, drawn (``draw_case`` at ``case_seed(seed, index)``) and run
+    (``run_case``): a pure function of its arguments, so any process may compute it."""
+    case = draw_case(cases, case_seed(seed, index))
+    return CaseResult(index, case, run_case(case, run))
+
+
+Task = Callable[[int], CaseResult]
+Executor = Callable[[Task, range], Iterable[CaseResult]]
+
+
+def in_process(task: Task, indices: range) -> Iterator[CaseResult]:
+    """The serial executor: each case in this process, in index order."""
+    return map(task, indices)
+
+
+def campaign(cases: st.SearchStrategy[FuzzCase], count: int, seed: int, run: Callable[[FuzzCase], DiffReport],
+             out_dir: Optional[Path], on_result: Callable[[int, FuzzCase, DiffReport, Optional[Path]], None],
+             executor: Executor = in_process) -> list[CaseResult]:
+    """Run cases ``0 .. count - 1`` of campaign ``seed`` (``run_indexed``) through ``executor`` (which may
+    return them in any order, e.g. ``backends.campaigns.dask_executor``), reporting each to ``on_result`` as it
+    arrives; a failing one (``DiffReport.failed``, or a build error) is also written to ``out_dir`` as
+    ``case-SEED-INDEX.json``. Returns the results in index order: the same for every executor."""
+    results: list[CaseResult] = []
+    for done, result in enumerate(executor(functools.partial(run_indexed, cases, run, seed), range(count)), 1):
+        path = None
+        if result.report.failed and out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            path = out_dir / f"case-{seed}-{result.index:05d}.json"
+            path.write_text(result.case.to_json(result.report))
+        results.append(result)
+        on_result(done, result.case, result.report, path)
+    return sorted(results, key=lambda r: r.index)

@@ -13,10 +13,14 @@ reference, output, exact = EXAMPLES[name]`` works):
 - ``exact``: True when the result must match the reference exactly (integer kernels).
 
 ``output_names(entry)`` and ``expected(entry, inputs)`` give the uniform view: a tuple of
-names and a dict name -> float64 array.
+names and a dict name -> float64 array. The folder is installed as the package
+``tilecert.examples``; ``source_path(name)`` is the file of example module ``name`` wherever
+it is installed (``tilecert check`` takes it).
 """
 from __future__ import annotations
 
+from importlib import resources
+from pathlib import Path
 from typing import Any, Callable, NamedTuple, Union
 
 import numpy as np
@@ -218,6 +222,14 @@ EXAMPLES: dict[str, Example] = {
 }
 
 
+def source_path(name: str) -> Path:
+    """The file of the example module ``name`` (``gemm``, ``shift``, ...) of this package."""
+    path = Path(str(resources.files(__name__) / f"{name}.py"))
+    if not path.is_file():
+        raise KeyError(f"no example module {name!r} in {path.parent}")
+    return path
+
+
 def output_names(entry: Example) -> tuple[str, ...]:
     """The written tensors an example is checked on, as a tuple."""
     return (entry.output,) if isinstance(entry.output, str) else tuple(entry.output)
@@ -230,4 +242,4 @@ def expected(entry: Example, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
     return {name: np.asarray(r, dtype=np.float64) for name, r in zip(output_names(entry), refs)}
 
 
-__all__ = ["EXAMPLES", "Example", "output_names", "expected"]
+__all__ = ["EXAMPLES", "Example", "output_names", "expected", "source_path"]

@@ -21,7 +21,7 @@ def test_the_readme_has_python_blocks():
 def test_readme_block_runs(k, tmp_path):
     script = tmp_path / f"readme_block_{k}.py"
     script.write_text(BLOCKS[k])
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TILECERT_FAILURES": str(tmp_path / "failures")}
     res = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=600)
     assert res.returncode == 0, f"block {k}:\n{BLOCKS[k]}\n--- stderr ---\n{res.stderr[-4000:]}"

@@ -85,10 +85,11 @@ def plot(subject: Any, result: Any = None, **options: Any) -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    """``tc.strategies`` (hypothesis strategies for programs and schedules) loads on first use."""
-    if name == "strategies":
+    """``tc.strategies`` (hypothesis strategies for programs and schedules) and ``tc.testing`` (assertions and
+    pytest helpers) load on first use."""
+    if name in ("strategies", "testing"):
         import importlib
-        return importlib.import_module("tilecert.strategies")
+        return importlib.import_module(f"tilecert.{name}")
     raise AttributeError(f"module 'tilecert' has no attribute {name!r}")
 
 

@@ -237,17 +237,16 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_fuzz(args: argparse.Namespace) -> int:
     """A campaign: 1 if a case failed; an error if no case could be compared (all unsupported or invalid)."""
     from tilecert import strategies
-    from tilecert.backends.fuzz import campaign, fuzz_cases, replay
+    from tilecert.backends.campaigns import DifferentialRun, executor_for
+    from tilecert.backends.fuzz import campaign, fuzz_cases
     out = writable_folder(Path(args.out), "--out", create=False)
-
-    def run(case):
-        check = lambda s, **kw: tc.differential(s, target=args.target, allow_unproved=args.allow_unproved,  # noqa: E731
-                                                **kw)
-        return replay(case, check, trials=args.trials)
-
-    with FuzzView(args.cases, verbose=args.verbose, as_json=args.json) as view:
-        campaign(fuzz_cases(strategies.kernels(), strategies.schedules, args.max_ops), args.cases, args.seed, run,
-                 out, view.case)
+    context, where = executor_for(args.workers, args.scheduler)
+    with context as executor:
+        if not args.json:
+            print(f"fuzz: {args.cases} cases {where}")
+        with FuzzView(args.cases, verbose=args.verbose, as_json=args.json) as view:  # timed from here
+            campaign(fuzz_cases(strategies.kernels(), strategies.schedules, args.max_ops), args.cases, args.seed,
+                     DifferentialRun(args.target, args.trials, args.allow_unproved), out, view.case, executor)
     view.finish()
     counts = view.counts
     if counts.get("failed"):
@@ -276,16 +275,8 @@ def writable_folder(folder: Path, what: str, create: bool = True) -> Path:
 
 
 def example_kernels() -> dict[str, tc.Kernel]:
-    """The kernels of the examples registry (``examples/__init__.py`` of the repository)."""
-    module = sys.modules.get("examples")
-    if module is None:
-        spec = importlib.util.spec_from_file_location("examples", REPO / "examples" / "__init__.py",
-                                                      submodule_search_locations=[str(REPO / "examples")])
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["examples"] = module
-        spec.loader.exec_module(module)
-    return {name: entry.kernel for name, entry in module.EXAMPLES.items()}
+    """The kernels of the examples registry (the package ``tilecert.examples``, ``examples/`` in the repository)."""
+    return {name: entry.kernel for name, entry in importlib.import_module("tilecert.examples").EXAMPLES.items()}
 
 
 def cmd_gpu_suite(args: argparse.Namespace) -> int:
@@ -370,6 +361,9 @@ def build_parser() -> ArgumentParser:
     fuzz.add_argument("--trials", type=positive, default=2, help="random inputs per case")
     fuzz.add_argument("--max-ops", type=natural, default=4, help="schedule ops per case")
     fuzz.add_argument("--out", default="fuzz-failures", help="where failing cases are written")
+    fuzz.add_argument("--workers", type=natural, default=2, help="local dask worker processes (0: run the cases "
+                      "in this process)")
+    fuzz.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run the cases on this running dask cluster")
     fuzz.add_argument("--allow-unproved", action="store_true", help="also compare the cases the checker does not "
                       "prove (else they count as unproved and are not run)")
     views(fuzz, "every case (default: the failing ones)")

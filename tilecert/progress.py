@@ -27,6 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tilecert.backends.differential import DiffReport, Trial
+from tilecert.backends.fuzz import outcome as fuzz_outcome
 from tilecert.checker.check import check, check_schedule
 from tilecert.checker.verdict import DISPROVED, PROVED, UNKNOWN, Report, Result
 from tilecert.semantics.sched.schedule import Schedule
@@ -197,7 +198,7 @@ class FuzzView:
 
     def case(self, done: int, case: Any, report: DiffReport, path: Any) -> None:
         """One case's result (``campaign``'s ``on_result``)."""
-        outcome = outcome_of(report)
+        outcome = fuzz_outcome(report)
         self.counts[outcome] = self.counts.get(outcome, 0) + 1
         if outcome == "unsupported" and self.first_unsupported is None:
             self.first_unsupported = report.trials[0].detail
@@ -227,10 +228,3 @@ class FuzzView:
             return
         print(f"[{done}/{self.cases}] {self.summary()} ({seconds:.0f} s, {rate:.1f} cases/min)")
         table("fuzz", ("outcome", "cases"), sorted(self.counts.items()))
-
-
-def outcome_of(report: DiffReport) -> str:
-    """A case's outcome: ``failed``, ``matched`` (a certificate), ``unproved`` (agreed, not proved), or the one
-    trial's outcome of a case that did not run (``unsupported``, ``unproved``), else ``invalid``."""
-    return "failed" if report.failed else "matched" if report.matched else "unproved" if report.agreed \
-        else report.trials[0].outcome if len(report.trials) == 1 else "invalid"
