@@ -149,7 +149,8 @@ class _OnIndex(Mapper):
         self.on_iexpr = on_iexpr
 
     def map_iexpr(self, e: IExpr) -> IExpr:
-        return self.on_iexpr(e)
+        new = self.on_iexpr(e)
+        return e if new == e else new  # an equal rebuild (substitution refolds) is no change
 
 
 class _OnLoads(Mapper):
