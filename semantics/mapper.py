@@ -75,19 +75,7 @@ class Mapper:
 
     def map_stmt(self, st: Any) -> Mapped:
         """Dispatch on the statement kind."""
-        if isinstance(st, L.Loop):
-            return self.map_loop(st)
-        if isinstance(st, L.If):
-            return self.map_if(st)
-        if isinstance(st, L.Decl):
-            return self.map_decl(st)
-        if isinstance(st, L.Assign):
-            return self.map_assign(st)
-        if isinstance(st, L.Accum):
-            return self.map_accum(st)
-        if isinstance(st, L.Barrier):
-            return self.map_barrier(st)
-        return st
+        return self._dispatch(st)
 
     def map_loop(self, st: L.Loop) -> Mapped:
         return self.rebuilt(st, extent=self.map_iexpr(st.extent), start=self.map_iexpr(st.start),
@@ -114,8 +102,11 @@ class Mapper:
     # ------------------------------------------------------------------------- scalar expressions
     def map_sexpr(self, e: L.SExpr) -> L.SExpr:
         """Dispatch on the scalar expression kind."""
-        method = _SEXPR_METHODS.get(type(e))
-        return getattr(self, method)(e) if method else e
+        return self._dispatch(e)
+
+    def _dispatch(self, node: Any) -> Any:
+        method = _METHODS.get(type(node))
+        return getattr(self, method)(node) if method else node
 
     def map_ld(self, e: L.Ld) -> L.SExpr:
         return self.rebuilt(e, index=self.map_index(e.index))
@@ -139,8 +130,9 @@ class Mapper:
         return self.rebuilt(e, cond=self.map_sexpr(e.cond), a=self.map_sexpr(e.a), b=self.map_sexpr(e.b))
 
 
-_SEXPR_METHODS = {L.Ld: "map_ld", L.Lit: "map_lit", L.Ix: "map_ix", L.Un: "map_un", L.Cvt: "map_cvt",
-                  L.Bin: "map_bin", L.Sel: "map_sel"}
+_METHODS = {L.Loop: "map_loop", L.If: "map_if", L.Decl: "map_decl", L.Assign: "map_assign", L.Accum: "map_accum",
+            L.Barrier: "map_barrier", L.Ld: "map_ld", L.Lit: "map_lit", L.Ix: "map_ix", L.Un: "map_un",
+            L.Cvt: "map_cvt", L.Bin: "map_bin", L.Sel: "map_sel"}
 
 
 # ----------------------------------------------------------------------------- functions built on it
