@@ -75,8 +75,8 @@ def load_kernel(s: tc.Schedule, arch: str, folder: Path):
     import cupy as cp
     proof = require(s, allow_unproved=False, action="benchmark")  # only a proved schedule is timed
     lp, validation, source = lowered(s.program, s.sizes, proof)
-    if not validation.proved:
-        raise SystemExit(f"translation validation of the schedule is not proved:\n{validation}")
+    if not validation.ok:
+        raise SystemExit(f"translation validation of the schedule is not proved:\n{validation.explain()}")
     _, launches = plan(lp)
     if len(launches) != 1:
         raise SystemExit(f"expected one launch, the schedule has {len(launches)}")

@@ -29,8 +29,7 @@ from typing import Any, Callable, Collection, Mapping, Optional, Sequence
 from tilecert.semantics import ir
 from tilecert.semantics.expand import expand
 from tilecert.semantics.kernel import Kernel
-from tilecert.semantics.transform import DataMap, Kind, Obligation, Renamed, Tau
-from tilecert.semantics.sched.schedule import Schedule
+from tilecert.semantics.transform import DataMap, History, Kind, Obligation, Renamed, Tau
 
 from . import forwarding, replay as replays
 from .correspondence import Correspondence, correspond
@@ -51,7 +50,7 @@ DISCHARGED = frozenset({Kind.COVERAGE, Kind.PREFIX_CUT, Kind.DEPENDENCE, Kind.DA
 def check(subject: Any, sizes: Optional[Mapping[str, int]] = None, *, target: Target = DEFAULT_TARGET,
           timeout_ms: int = DEFAULT_TIMEOUT_MS, replay: bool = True) -> Report:
     """Check a ``Schedule`` (every op), a ``@tc.kernel`` or a ``Program`` (its own obligations)."""
-    if isinstance(subject, Schedule):
+    if isinstance(subject, History):
         return check_schedule(subject, sizes, target=target, timeout_ms=timeout_ms, replay=replay)
     if isinstance(subject, Kernel):
         subject = subject.capture()
@@ -109,10 +108,10 @@ def check_transform(before: ir.Program, after: ir.Program, tau: Tau, sizes: Opti
 
     again = (lambda s: replays.replay_transform(before, after, s)) if replay else None
     if any(not isinstance(d, Renamed) for d in datamaps):
-        report.results.append(_result(Kind.DATAMAP, subject, forwarding.FORMULA, listed, declarations, again,
+        report.results.append(discharge(Kind.DATAMAP, subject, forwarding.FORMULA, listed, declarations, again,
                                       old.sizes))
     for kind, module in ((Kind.COVERAGE, coverage), (Kind.PREFIX_CUT, prefix_cut), (Kind.DEPENDENCE, dependence)):
-        report.results.append(_result(kind, subject, module.FORMULA, listed, lambda: verdict(kind, module), again,
+        report.results.append(discharge(kind, subject, module.FORMULA, listed, lambda: verdict(kind, module), again,
                                       old.sizes))
     c = memo.get("c")
     report.extend(_program_report(new, subject, final, target, timeout_ms, replay, listed,
@@ -125,7 +124,7 @@ def check_transform(before: ir.Program, after: ir.Program, tau: Tau, sizes: Opti
     return _scoped(report, before, old.sizes)
 
 
-def check_schedule(s: Schedule, sizes: Optional[Mapping[str, int]] = None, *, target: Target = DEFAULT_TARGET,
+def check_schedule(s: History, sizes: Optional[Mapping[str, int]] = None, *, target: Target = DEFAULT_TARGET,
                    timeout_ms: int = DEFAULT_TIMEOUT_MS, replay: bool = True,
                    on_step: Optional[Callable[[str, Report], None]] = None) -> Report:
     """The initial program's obligations, then those of every op of the history; ``on_step(subject, report)``
@@ -155,7 +154,7 @@ def check_schedule(s: Schedule, sizes: Optional[Mapping[str, int]] = None, *, ta
     return report
 
 
-def subjects(s: Schedule) -> list[str]:
+def subjects(s: History) -> list[str]:
     """The names of a schedule's initial program and of each op, as reports show them."""
     ops = [f"op {k}: {op}({', '.join(f'{a}={v!r}' for a, v in params.items())})"
            for k, (op, params) in enumerate(s.history)]
@@ -212,13 +211,13 @@ def _program_report(m: Model, subject: str, final: bool, target: Target, timeout
     report = Report()
     for kind, module, run in checks:
         replayable = kind not in (Kind.CONTAINMENT, Kind.HARDWARE_LIMITS)
-        report.results.append(_result(kind, subject, module.FORMULA, listed, run if not m.problems else
+        report.results.append(discharge(kind, subject, module.FORMULA, listed, run if not m.problems else
                                       (lambda: _ill_formed(m)), again if replayable else None, m.sizes))
     return report
 
 
-def _result(kind: str, subject: str, formula: str, listed: Sequence[Obligation], run: Callable[[], Verdict],
-            again: Optional[Callable[[dict[str, int]], str]], bound: Mapping[str, int]) -> Result:
+def discharge(kind: str, subject: str, formula: str, listed: Sequence[Obligation], run: Callable[[], Verdict],
+             again: Optional[Callable[[dict[str, int]], str]], bound: Mapping[str, int]) -> Result:
     """The result of one obligation: ``run()``'s verdict, with its witness replayed. This is the one place
     obligations are discharged: an exception the checker or a solver raises there (a bug, an exhausted
     recursion, a solver error) makes the verdict unknown with its reason; it never proves anything."""

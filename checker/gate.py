@@ -28,15 +28,15 @@ from typing import Hashable, Mapping, Optional, Union
 
 from tilecert.semantics import ir
 from tilecert.semantics.errors import Loc, TilecertError
-from tilecert.semantics.sched.schedule import Schedule
 from tilecert.semantics.serialize import digest
+from tilecert.semantics.transform import History
 
 from .check import check
 from .solve import DEFAULT_TIMEOUT_MS
 from tilecert.semantics.bindings import DEFAULT_TARGET, Target
 from .verdict import DISPROVED, PROVED, UNKNOWN, Report
 
-Subject = Union[Schedule, ir.Program]
+Subject = Union[History, ir.Program]
 CACHE_SIZE = 256
 _CACHE: "OrderedDict[Hashable, list[Report]]" = OrderedDict()
 _LOCK = threading.Lock()  # one check at a time: the solvers' contexts are not shared across threads
@@ -105,7 +105,7 @@ class UnprovedScheduleError(TilecertError):
 
 def describe(subject: Subject) -> str:
     """How proofs and errors name ``subject``."""
-    return f"schedule of {subject.kernel.name}" if isinstance(subject, Schedule) else f"program {subject.name}"
+    return f"schedule of {subject.kernel.name}" if isinstance(subject, History) else f"program {subject.name}"
 
 
 def require(subject: Subject, sizes: Optional[Mapping[str, int]] = None, *, allow_unproved: bool, action: str,
@@ -114,7 +114,7 @@ def require(subject: Subject, sizes: Optional[Mapping[str, int]] = None, *, allo
     ``allow_unproved``. ``action`` says what was asked (``emit``, ``compile``, ``differential``)."""
     proof = Proof.of(checked(subject, sizes, target=target, timeout_ms=timeout_ms), describe(subject))
     if not proof.ok and not allow_unproved:
-        program = subject.initial if isinstance(subject, Schedule) else subject
+        program = subject.initial if isinstance(subject, History) else subject
         raise UnprovedScheduleError(proof, action, program.loc)
     return proof
 
@@ -123,7 +123,7 @@ def checked(subject: Subject, sizes: Optional[Mapping[str, int]] = None, *, targ
             timeout_ms: int = DEFAULT_TIMEOUT_MS) -> Report:
     """The checker's report of ``subject`` at ``sizes`` (with a schedule's bound sizes), from the cache
     when a cached report answers the request (see the module doc)."""
-    bound = {**(subject.sizes if isinstance(subject, Schedule) else {}), **dict(sizes or {})}
+    bound = {**(subject.sizes if isinstance(subject, History) else {}), **dict(sizes or {})}
     key = (_key(subject), target, timeout_ms)
     with _LOCK:
         reports = _CACHE.pop(key, [])
@@ -138,7 +138,7 @@ def checked(subject: Subject, sizes: Optional[Mapping[str, int]] = None, *, targ
 
 
 def _key(subject: Subject) -> Hashable:
-    if isinstance(subject, Schedule):
+    if isinstance(subject, History):
         return ("schedule", tuple(subject.initial.sizes), tuple(digest(p) for p in subject.programs),
                 json.dumps(subject.history, sort_keys=True, default=repr),
                 tuple(str(t.tau) for t in subject.transforms))

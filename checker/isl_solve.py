@@ -1,6 +1,7 @@
 """Decide quasi-affine queries with isl: Presburger arithmetic, exact, any size values.
 
-``render`` writes a formula in isl's set syntax, or returns None when it is not
+``render`` writes a formula in isl's set syntax (each operator as ``semantics.affine``
+writes it, the one place that knows isl's syntax), or returns None when it is not
 quasi-affine (a product of two variables, division by a non-constant, if-then-else).
 ``first_point`` decides a batch of cases at once: the cases become the named tuples of one
 union set ``{ key[vars] : pos }``, the union of the negative parts is subtracted, and the
@@ -14,37 +15,29 @@ from typing import Optional, Sequence, Union
 
 import islpy as isl
 
-from .formula import And, Cmp, Const, Exists, Formula, Ite, Or, Term, Var
+from tilecert.semantics.affine import ISL_CMP, isl_arith, isl_const
 
-_CMP = {"lt": "<", "le": "<=", "eq": "=", "ne": "!="}
+from .formula import And, Cmp, Const, Exists, Formula, Ite, Or, Term, Var
 
 
 def render_term(t: Term) -> Optional[str]:
     if isinstance(t, Var):
         return t.name
     if isinstance(t, Const):
-        return str(t.value)  # isl reads "-1 * a" and "a - -1", but not "(-1) * a"
+        return isl_const(t.value)
     if isinstance(t, Ite):
         return None
     a, b = render_term(t.a), render_term(t.b)
     if a is None or b is None:
         return None
-    if t.op in ("add", "sub"):
-        return f"({a} {'+' if t.op == 'add' else '-'} {b})"
-    if t.op == "mul":
-        return f"({a} * {b})" if isinstance(t.a, Const) or isinstance(t.b, Const) else None
-    if t.op in ("floordiv", "mod"):
-        if not (isinstance(t.b, Const) and t.b.value > 0):
-            return None
-        return f"floor(({a}) / {b})" if t.op == "floordiv" else f"(({a}) mod {b})"
-    return f"{t.op}({a}, {b})"
+    return isl_arith(t.op, a, b, *(x.value if isinstance(x, Const) else None for x in (t.a, t.b)))
 
 
 def render(f: Formula) -> Optional[str]:
     """isl text of ``f`` (None if some part is not quasi-affine)."""
     if isinstance(f, Cmp):
         a, b = render_term(f.a), render_term(f.b)
-        return None if a is None or b is None else f"{a} {_CMP[f.op]} {b}"
+        return None if a is None or b is None else f"{a} {ISL_CMP[f.op]} {b}"
     if isinstance(f, (And, Or)):
         if not f.parts:
             return "0 = 0" if isinstance(f, And) else "1 = 0"

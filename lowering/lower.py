@@ -21,8 +21,9 @@ What the pass decides, statement by statement:
 - ``Accum`` under a ``threads`` loop whose kind is not ``parallel`` into a buffer allocated
   outside that loop is marked ``atomic``.
 
-Nothing here is trusted: ``lowering.validate`` proves with isl that every scheduled
-statement's instances and accesses are exactly those of its lowered copies.
+Nothing here is trusted: ``lowering.validate`` proves, with the checker's coverage and
+bounds obligations, that every scheduled statement's instances and operations are exactly
+those of its lowered copies and that every lowered access stays in its buffer.
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from tilecert.semantics.mapper import map_node, subst_node
 
 from .program import Alloc, For, Guard, Lowered, LoweringError, Node, Seq, Store, Sync
 
+LEAVES = (L.Decl, L.Assign, L.Accum, L.Barrier)  # the statements the checker's model numbers, in program order
 STACK_LIMIT = 32 * 1024  # bytes: larger or non-constant buffers go on the heap
 UNROLL_LIMIT = 1024
 
@@ -141,13 +143,14 @@ class Lowerer:
                 raise LoweringError(f"a {st.scope} barrier inside a bound thread loop", st.loc,
                                     "this lowering runs block/warp/lane participants one after the other; "
                                     "schedules with barriers need a backend that runs participants as threads")
+            self.next_sid += 1
             return [Sync(st.scope)]
         raise LoweringError(f"unknown loop-form statement {type(st).__name__}", getattr(st, "loc", None),
                             "the program is not in loop form")
 
     def skip(self, block: ir.Block) -> None:
         """Advance the statement numbering past a body that is never executed."""
-        self.next_sid += sum(1 for s in ir.walk(block) if isinstance(s, (L.Assign, L.Accum)))
+        self.next_sid += sum(1 for s in ir.walk(block) if isinstance(s, LEAVES))
 
     # ------------------------------------------------------------------ loops
     def loop(self, lp: L.Loop) -> list[Node]:
@@ -222,16 +225,21 @@ class Lowerer:
         storage = "stack" if constant and size * dtype_of(b.dtype).itemsize <= STACK_LIMIT else "heap"
         for _, allocated in self.threads:
             allocated.add(b.name)
-        return Alloc(b.name, b.dtype, b.shape, b.scope, storage)
+        return Alloc(b.name, b.dtype, b.shape, b.scope, storage, *self.instance())
 
     def store(self, st) -> Store:
-        sid = self.next_sid
-        self.next_sid += 1
-        origin = tuple((v, self.origin[v]) for v in self.order)
+        sid, origin = self.instance()
         if isinstance(st, L.Assign):
             return Store(sid, st.buf, st.index, st.value, None, origin, False, st.loc)
         atomic = any(kind != "parallel" and st.buf not in allocated for kind, allocated in self.threads)
-        return Store(sid, st.buf, st.index, st.value, st.op, origin, atomic, st.loc)
+        return Store(sid, st.buf, st.index, st.value, st.op, origin, atomic, st.loc, st.policy)
+
+    def instance(self) -> tuple[int, tuple[tuple[int, IExpr], ...]]:
+        """The number of the scheduled leaf being lowered (then the next one's) and its tau: each
+        enclosing scheduled loop variable as an expression over the lowered ones."""
+        sid = self.next_sid
+        self.next_sid += 1
+        return sid, tuple((v, self.origin[v]) for v in self.order)
 
 
 def lower(p: ir.Program, sizes: Optional[Mapping[str, int]] = None, threads: bool = False) -> Lowered:

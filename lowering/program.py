@@ -13,11 +13,15 @@ says *how*, in terms any imperative backend renders directly:
 - ``Alloc``: a zero-initialised buffer living from this statement to the end of the
   enclosing body, on the ``stack`` or the ``heap``; its ``scope`` is the memory scope of
   the declaration. Every thread that executes the statement gets its own copy.
-- ``Store``: ``buf[index] = value`` or ``buf[index] op= value`` (``accum``), a copy of
-  scheduled statement ``sid``; ``origin`` maps each loop variable of that statement to an
-  expression over this program's loop variables (``tau``: which instance of the scheduled
-  statement a lowered instance performs). ``atomic``: concurrent updates of one cell are
+- ``Store``: ``buf[index] = value`` or ``buf[index] op= value`` (``accum``, under the
+  scheduled update's reduction ``policy``). ``atomic``: concurrent updates of one cell are
   possible and must be serialised.
+
+An ``Alloc`` or a ``Store`` is a copy of scheduled statement ``sid`` (its number in the
+checker's model of the scheduled program, ``checker.model.Model.statements``: every
+``Decl``, ``Assign``, ``Accum`` and ``Barrier`` in program order); ``origin`` maps each
+loop variable of that statement to an expression over this program's loop variables
+(``tau``: which instance of the scheduled statement a lowered instance performs).
 - ``Sync``: a barrier among the participants of a scope.
 
 Scalar expressions are those of loop form (``Ld``, ``Lit``, ``Ix``, ``Un``, ``Bin``, ``Sel``,
@@ -72,6 +76,8 @@ class Alloc:
     shape: tuple[IExpr, ...]
     scope: str
     storage: str
+    sid: int
+    origin: tuple[tuple[int, IExpr], ...]
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,7 @@ class Store:
     origin: tuple[tuple[int, IExpr], ...]
     atomic: bool = False
     loc: Loc = NOWHERE
+    policy: Optional[str] = None
 
 
 @dataclass(frozen=True)

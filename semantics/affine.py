@@ -17,17 +17,43 @@ import islpy as isl
 from .index import IBin, IConst, IExpr, INot, ISize, IVar, free_vars, size_names
 from .solver_names import solver_name
 
-_CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "=", "ne": "!="}
+ISL_CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "=", "ne": "!="}
 
 
 def var_name(region: int, axis: int) -> str:
     return f"i{region}_{axis}"
 
 
+def isl_const(value: int) -> str:
+    """isl text of an integer (a negative one in parentheses, so ``x - (-1)`` reads as meant)."""
+    return str(value) if value >= 0 else f"({value})"
+
+
+def isl_arith(op: str, a: str, b: str, a_value: Optional[int], b_value: Optional[int]) -> Optional[str]:
+    """isl text of ``a op b`` (op: add, sub, mul, floordiv, mod, min, max) from the operands' texts
+    ``a``, ``b`` and their values when they are constants; None where isl has no such term (a
+    product of two non-constants, a division by a non-constant or by a constant <= 0). This is
+    the one place the isl syntax of an index operator is written: ``to_isl`` renders index
+    expressions with it, the checker's ``isl_solve`` its formulas."""
+    if op in ("add", "sub"):
+        return f"({a} {'+' if op == 'add' else '-'} {b})"
+    if op == "mul":  # the constant first and bare: isl does not parse "(-1) * x"
+        if a_value is not None:
+            return f"({a_value} * {b})"
+        return None if b_value is None else f"({b_value} * {a})"
+    if op in ("floordiv", "mod"):
+        if b_value is None or b_value <= 0:
+            return None
+        return f"floor(({a}) / {b_value})" if op == "floordiv" else f"(({a}) mod {b_value})"
+    if op in ("min", "max"):
+        return f"{op}({a}, {b})"
+    return None
+
+
 def to_isl(e: IExpr) -> Optional[str]:
     """isl text of ``e`` (an affine expression or a condition), or None if not quasi-affine."""
     if isinstance(e, IConst):
-        return str(e.value) if e.value >= 0 else f"({e.value})"
+        return isl_const(e.value)
     if isinstance(e, ISize):
         return solver_name(e.name)
     if isinstance(e, IVar):
@@ -41,26 +67,12 @@ def to_isl(e: IExpr) -> Optional[str]:
     if a is None or b is None:
         return None
     op = e.op
-    if op in ("add", "sub"):
-        return f"({a} {'+' if op == 'add' else '-'} {b})"
-    if op == "mul":  # the constant first and bare: isl does not parse "(-1) * x"
-        if isinstance(e.a, IConst):
-            return f"({e.a.value} * {b})"
-        if isinstance(e.b, IConst):
-            return f"({e.b.value} * {a})"
-        return None
-    if op in ("floordiv", "mod"):
-        if not (isinstance(e.b, IConst) and e.b.value > 0):
-            return None
-        return f"floor(({a}) / {b})" if op == "floordiv" else f"(({a}) mod {b})"
-    if op in ("min", "max"):
-        return f"{op}({a}, {b})"
-    if op in _CMP:
-        return f"({a} {_CMP[op]} {b})"
+    if op in ISL_CMP:
+        return f"({a} {ISL_CMP[op]} {b})"
     if op in ("and", "or"):  # a constant operand is a truth value: isl reads only comparisons there
         a, b = (f"({int(bool(x.value))} = 1)" if isinstance(x, IConst) else t for x, t in ((e.a, a), (e.b, b)))
         return f"(({a}) {op} ({b}))"
-    return None
+    return isl_arith(op, a, b, *(x.value if isinstance(x, IConst) else None for x in (e.a, e.b)))
 
 
 @dataclass

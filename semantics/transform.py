@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Optional, Union
+from typing import Any, Optional, Protocol, Union, runtime_checkable
 
 from . import ir
 from . import loopir as L
@@ -204,3 +204,18 @@ class Transformed:
     obligations: tuple[Obligation, ...]
     handles: tuple[str, ...] = ()
     datamaps: tuple[DataMap, ...] = ()
+
+
+@runtime_checkable
+class History(Protocol):
+    """What the checker reads of a schedule (``semantics.sched.Schedule`` is one): the programs
+    ``programs[0] .. programs[n]`` (``initial`` is ``programs[0]``), the ``n`` transforms between them,
+    the ops that made them (``history``), the sizes it binds, and the list its checks are kept in."""
+
+    kernel: Any
+    initial: ir.Program
+    programs: list[ir.Program]
+    transforms: list[Transformed]
+    history: list[Any]
+    sizes: dict[str, int]
+    checks: list[tuple[int, Any]]

@@ -18,7 +18,7 @@ from tilecert import i32
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
 from tilecert.semantics.index import IConst, ISize, IVar, evaluate, free_vars
-from tilecert.semantics.sched import Schedule
+from tilecert import Schedule
 from tilecert.semantics.sched.base import ScheduleError
 from tilecert.semantics.sched.bind import bind
 from tilecert.semantics.sched.cse import cse_loads

@@ -19,7 +19,7 @@ from tilecert.semantics.bindings import Target
 from tilecert.semantics.expand import expand
 from tilecert.backends.c.emit import emit_c
 from tilecert.lowering import lower
-from tilecert.semantics.sched import Schedule
+from tilecert import Schedule
 from tilecert.strategies import gpu_schedules
 
 FULL = os.environ.get("TILECERT_FULL") == "1"

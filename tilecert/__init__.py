@@ -24,7 +24,7 @@ from tilecert.semantics.loopir import is_loop_form
 from tilecert.semantics.kernel import Kernel, Tensor, kernel
 from tilecert.semantics.limits import check_seed
 from tilecert.semantics.printer import format_program
-from tilecert.semantics.sched import Schedule
+
 from tilecert.semantics.sched.base import ScheduleError
 from tilecert.semantics.regions import parallel, pipeline, reduction, serial
 from tilecert.semantics.serialize import digest, dump, load
@@ -33,6 +33,7 @@ from tilecert.semantics.tileops import (abs, cast, dims, exp, full, iota, log, m
                                         reduce, reshape, sqrt, tanh, where, zeros)
 from tilecert.semantics.values import cdiv
 from tilecert.checker import UnprovedScheduleError, check
+from tilecert.schedule import Schedule
 from tilecert.backends import DiffReport, compile, differential, emit
 
 Program = ir.Program

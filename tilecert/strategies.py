@@ -40,7 +40,8 @@ from hypothesis import event, strategies as st
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
 from tilecert.semantics.kernel import Kernel
-from tilecert.semantics.sched import OPS, OpDecl, Schedule
+from tilecert.semantics.sched import OPS, OpDecl
+from tilecert.schedule import Schedule
 from tilecert.semantics.sched.args import Draw
 from tilecert.semantics.sched.base import ScheduleError
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Mapping
 
 from tilecert.checker.gate import Proof
-from tilecert.lowering import Lowered, Validation, ValidationError, lower, validate
+from tilecert.checker.verdict import Report
+from tilecert.lowering import Lowered, ValidationError, lower, refuses, validate
 from tilecert.semantics import ir
 
 from ..text import c_comment
@@ -13,28 +14,25 @@ from .emit import emit_c, standalone_main
 from .runner import CKernel
 
 
-def validated(program: ir.Program, sizes: Mapping[str, int], threads: bool = False) -> tuple[Lowered, Validation]:
-    """The lowering of ``program`` (``lower``'s ``threads``) and its validation; a disproved coverage
-    verdict blocks everything."""
+def validated(program: ir.Program, sizes: Mapping[str, int], threads: bool = False) -> tuple[Lowered, Report]:
+    """The lowering of ``program`` (``lower``'s ``threads``) and the checker's report on it; a disproved
+    coverage verdict blocks everything."""
     lp = lower(program, sizes, threads)
     validation = validate(program, lp, sizes)
-    if any(v.status == "disproved" for v in validation.failures("coverage")):
+    if refuses(validation):
         raise ValidationError(validation, f"lowering of {program.name}")
     return lp, validation
 
 
-def status(validation: Validation) -> str:
-    """What an emitted source's header says about its translation validation."""
-    return "all obligations proved" if validation.proved else \
-        f"{len(validation.failures())} obligations not proved for all sizes: validated per call for concrete sizes"
-
-
-def header(backend: str, lp: Lowered, proof: Proof, validation: Validation) -> str:
+def header(backend: str, lp: Lowered, proof: Proof, validation: Report) -> str:
     """The comment block every emitted source starts with: what the checker proved of the schedule
-    (``Proof.lines``: counts, then a ``NOT PROVED`` line per open obligation) and, separately, what
-    translation validation proved of the lowering. Every line goes through ``c_comment``."""
+    and, separately, of the lowering (``Proof.lines`` for each: counts, then a ``NOT PROVED`` line per
+    open obligation; a lowering not proved for all sizes is validated again per call for concrete
+    sizes). Every line goes through ``c_comment``."""
     lines = [f"tilecert {backend} backend: kernel {lp.name}"] + proof.lines() + \
-        [f"translation validation of the lowering: {status(validation)}"]
+        Proof.of(validation, f"lowering of {lp.name}").lines()
+    if not validation.ok:
+        lines.append("the lowering is validated again for the concrete sizes of each call")
     return "".join(c_comment(line) + "\n" for line in lines)
 
 

@@ -27,7 +27,8 @@ from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
-from tilecert.lowering import Lowered, Validation, ValidationError, validate
+from tilecert.checker.verdict import DISPROVED, Report
+from tilecert.lowering import Lowered, ValidationError, validate
 from tilecert.semantics import ir
 from tilecert.semantics.errors import ExecutionError, InputError
 from tilecert.semantics.inputs import bind_sizes, take_arrays
@@ -45,7 +46,7 @@ SANITIZER_TIMEOUT_S = 600
 class CKernel:
     """A kernel compiled to C: call it with numpy arrays (and sizes) like ``tc.run``."""
 
-    def __init__(self, program: ir.Program, lowered: Lowered, validation: Validation, source: str, binary: Path,
+    def __init__(self, program: ir.Program, lowered: Lowered, validation: Report, source: str, binary: Path,
                  sanitize: bool) -> None:
         self.program = program
         self.lowered = lowered
@@ -89,17 +90,17 @@ class CKernel:
 
     def check_sizes(self, sizes: Mapping[str, int]) -> None:
         """Validate the lowering for these sizes unless it is proved for all sizes already."""
-        if self.validation.proved:
+        if self.validation.ok:
             return
         key = tuple(sizes[s] for s in self.lowered.sizes)
         if key in self._checked:
             return
         v = validate(self.program, self.lowered, sizes)
-        oob = [x for x in v.failures("bounds") if x.status == "disproved"]
+        oob = [x for x in v.verdicts("bounds") if x.status == DISPROVED]
         if oob:
-            raise ExecutionError(f"{oob[0].detail} ({oob[0].subject}) for sizes {dict(sizes)}", self.program.loc,
-                                 f"witness {oob[0].witness}; guard the access or pad the buffer")
-        if not v.proved:
+            raise ExecutionError(f"{oob[0].witness.summary} for sizes {dict(sizes)}", self.program.loc,
+                                 "; ".join(oob[0].witness.lines()[1:]) + "; guard the access or pad the buffer")
+        if not v.ok:
             raise ValidationError(v, f"kernel {self.name} with sizes {dict(sizes)}")
         self._checked[key] = None
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Mapping
 
 from tilecert.checker.gate import Proof
-from tilecert.lowering import Lowered, Validation
+from tilecert.checker.verdict import Report
+from tilecert.lowering import Lowered
 from tilecert.semantics import ir
 
 from ..c import header, validated
@@ -19,8 +20,8 @@ from .runner import CudaKernel
 CUDA_TARGETS = ("cuda", "cuda-host")
 
 
-def lowered(program: ir.Program, sizes: Mapping[str, int], proof: Proof) -> tuple[Lowered, Validation, str]:
-    """The lowering (participants as threads), its validation and the CUDA source (headed by ``header``)."""
+def lowered(program: ir.Program, sizes: Mapping[str, int], proof: Proof) -> tuple[Lowered, Report, str]:
+    """The lowering (participants as threads), the checker's report on it and the CUDA source (headed by ``header``)."""
     lp, validation = validated(program, sizes, threads=True)
     return lp, validation, emit_cuda(lp, header("CUDA", lp, proof, validation))
 

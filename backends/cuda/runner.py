@@ -22,7 +22,8 @@ from typing import Mapping
 
 import numpy as np
 
-from tilecert.lowering import Lowered, Validation
+from tilecert.checker.verdict import Report
+from tilecert.lowering import Lowered
 from tilecert.semantics import ir
 from tilecert.semantics.errors import ExecutionError
 
@@ -39,7 +40,7 @@ RUN_TIMEOUT_S = 600
 class CudaKernel(CKernel):
     """A kernel compiled from CUDA source: call it with numpy arrays (and sizes) like ``tc.run``."""
 
-    def __init__(self, program: ir.Program, lowered: Lowered, validation: Validation, source: str, binary: Path,
+    def __init__(self, program: ir.Program, lowered: Lowered, validation: Report, source: str, binary: Path,
                  target: str, sanitize: bool) -> None:
         super().__init__(program, lowered, validation, source, binary, sanitize=True)  # always a subprocess
         self.target = target

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from ..correspondence import Correspondence
-from ..formula import conj, differ, disj, equal_all, exists
+from ..formula import FALSE, conj, differ, disj, equal_all, exists
 from ..model import domain, inst
 from ..solve import Case, search
 from ..verdict import Verdict, Witness, disproved, unknown
@@ -55,9 +55,12 @@ def check(c: Correspondence, timeout_ms: int) -> Verdict:
             for i, first in enumerate(imgs):
                 for second in imgs[i:]:
                     xn, yn = inst(first.new, "a"), inst(second.new, "b")
-                    xo, rel1, _ = c.forward(first, xn, "c")
-                    yo, rel2, _ = c.forward(second, yn, "e")
-                    pos = conj(rel1, rel2, equal_all(xo.coords(), yo.coords()))
+                    xo, tau1, _ = c.image_of(first, xn, "c")
+                    yo, tau2, _ = c.image_of(second, yn, "e")
+                    same = equal_all(xo.coords(), yo.coords())
+                    if same == FALSE:  # tau sends the two to different instances (unrolled copies): nothing to ask
+                        continue
+                    pos = conj(c.relation(first, xn, xo, tau1), c.relation(second, yn, yo, tau2), same)
                     if first.new is second.new:
                         pos = conj(pos, differ(xn.coords(), yn.coords()))
                     cases.append(Case(f"d{o.id}_{first.new.id}_{second.new.id}", pos, about=("twice", xn, yn, xo)))

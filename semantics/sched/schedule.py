@@ -18,7 +18,6 @@ history index.
 """
 from __future__ import annotations
 
-import inspect
 import json
 import warnings
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any, Union
 import numpy as np
 
 from .. import ir
-from ..errors import InputError, SerializationError, TilecertError, UncheckedSizesWarning
+from ..errors import SerializationError, TilecertError, UncheckedSizesWarning
 from ..expand import expand
 from ..inputs import prepare_inputs
 from ..jsondata import parse_json
@@ -99,17 +98,6 @@ class Schedule:
         self.transforms.append(result)
         self.programs.append(self.program)
         return result.handles
-
-    def check(self, sizes: dict[str, int] | None = None, **options: Any) -> Any:
-        """Discharge the obligations of the initial program and of every op (a checker ``Report``). The report is
-        remembered: ``run`` at sizes no check of the current history covered warns (``UncheckedSizesWarning``)."""
-        from tilecert.checker import check  # imported on use: the checker depends on semantics, not the reverse
-        known = set(inspect.signature(check).parameters) - {"subject", "sizes"}
-        if set(options) - known or not (sizes is None or isinstance(sizes, dict)):
-            wrong = sorted(set(options) - known) or [f"sizes={sizes!r}"]
-            raise InputError(f"s.check: {wrong[0]} is not an option of the check", self.program.loc,
-                             f"s.check(sizes={{'N': 64}}, {', '.join(f'{k}=...' for k in sorted(known))})")
-        return check(self, sizes, **options)
 
     # ------------------------------------------------------------------ views
     def loops(self) -> list[LoopInfo]:
