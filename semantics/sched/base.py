@@ -15,7 +15,6 @@ from ..affine import Context
 from ..bindings import HARDWARE_INDICES
 from ..errors import TilecertError
 from ..index import IConst, IExpr, IVar, conj, evaluate, free_vars, size_names, substitute_many
-from ..index import substitute  # noqa: F401  (lowering/validation.py imports it from here)
 from ..mapper import Mapper
 from ..transform import Piece, Renamed
 
