@@ -59,6 +59,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
 from tilecert.semantics.index import IConst, IExpr, IVar
+from tilecert.semantics.mapper import Mapper, map_loads
 from tilecert.semantics.printer import sexpr
 from tilecert.semantics.transform import Copy, DataMap, Forward, Renamed, Ring, Tau
 
@@ -194,7 +195,7 @@ def inline(m: Model, fresh: list[tuple[BufferRec, Forward]], timeout_ms: int) ->
         return decided
 
     def statement(st: Any) -> Any:
-        return dataclasses.replace(st, value=_value(st.value, lambda ld: values.get(ld.buf, ld)))
+        return dataclasses.replace(st, value=map_loads(st.value, lambda ld: values.get(ld.buf, ld)))
 
     return dataclasses.replace(m.program, body=_rewrite(m.program.body, statement, drop)), decided
 
@@ -304,7 +305,7 @@ def restore_copies(m: Model, fresh: list[tuple[BufferRec, Copy]],
         return L.Ld(t.source.name, t.copy.cell_at(ld.index), ld.dtype) if t is not None else ld
 
     def statement(st: Any) -> Any:
-        st = dataclasses.replace(st, value=_value(st.value, load))
+        st = dataclasses.replace(st, value=map_loads(st.value, load))
         t = by_name.get(st.buf)
         return dataclasses.replace(st, buf=t.source.name, index=t.copy.cell_at(st.index)) if t is not None else st
 
@@ -478,33 +479,37 @@ def restore_rings(m: Model, fresh: list[tuple[BufferRec, Ring]],
         def load(ld: L.Ld) -> L.SExpr:
             return L.Ld(d.source, d.cell_of(v, ld.index[1:]), ld.dtype) if ld.buf == d.buffer else ld
 
-        return dataclasses.replace(st, value=_value(st.value, load))
+        return dataclasses.replace(st, value=map_loads(st.value, load))
 
     return dataclasses.replace(m.program, body=_rewrite(m.program.body, statement, drop)), decided
 
 
 # ----------------------------------------------------------------------------- rewriting
-def _rewrite(node: Any, statement: Callable[[Any], Any], drop: set[int]) -> Any:
-    """``node`` with every store or update ``st`` replaced by ``statement(st)``, the statements in ``drop``
+def _rewrite(block: ir.Block, statement: Callable[[Any], Any], drop: set[int]) -> ir.Block:
+    """``block`` with every store or update ``st`` replaced by ``statement(st)``, the statements in ``drop``
     left out and the loops and guards they leave empty removed."""
-    if isinstance(node, ir.Block):
-        ops = (_rewrite(st, statement, drop) for st in node.ops if id(st) not in drop)
-        return ir.Block(node.args, tuple(st for st in ops if st is not None), node.yields)
-    if isinstance(node, (L.Loop, L.If)):
-        body = _rewrite(node.body, statement, drop)
-        return dataclasses.replace(node, body=body) if body.ops or not node.body.ops else None
-    if isinstance(node, (L.Assign, L.Accum)):
-        return statement(node)
-    return node
+    return _Forwarded(statement, drop).map_block(block)
 
 
-def _value(e: L.SExpr, load: Callable[[L.Ld], L.SExpr]) -> L.SExpr:
-    if isinstance(e, L.Ld):
-        return load(e)
-    if isinstance(e, (L.Un, L.Cvt)):
-        return dataclasses.replace(e, x=_value(e.x, load))
-    if isinstance(e, L.Bin):
-        return dataclasses.replace(e, a=_value(e.a, load), b=_value(e.b, load))
-    if isinstance(e, L.Sel):
-        return dataclasses.replace(e, cond=_value(e.cond, load), a=_value(e.a, load), b=_value(e.b, load))
-    return e
+class _Forwarded(Mapper):
+    def __init__(self, statement: Callable[[Any], Any], drop: set[int]) -> None:
+        self.statement, self.drop = statement, drop
+
+    def map_stmt(self, st: Any) -> Any:
+        return None if id(st) in self.drop else super().map_stmt(st)
+
+    def map_assign(self, st: L.Assign) -> Any:
+        return self.statement(st)
+
+    def map_accum(self, st: L.Accum) -> Any:
+        return self.statement(st)
+
+    def map_loop(self, st: L.Loop) -> Any:
+        return self._unless_emptied(st, super().map_loop(st))
+
+    def map_if(self, st: L.If) -> Any:
+        return self._unless_emptied(st, super().map_if(st))
+
+    @staticmethod
+    def _unless_emptied(old: Any, new: Any) -> Any:
+        return new if new.body.ops or not old.body.ops else None

@@ -33,9 +33,8 @@ from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
 from tilecert.semantics.bindings import THREAD_SCOPES
 from tilecert.semantics.dtypes import dtype_of
-from tilecert.semantics.index import IBin, IConst, IExpr, INot, ISize, IVar, free_vars, ibin, linear
-from tilecert.semantics.sched.base import map_node, subst_node
-from tilecert.semantics.sched.simplify import conjuncts
+from tilecert.semantics.index import IBin, IConst, IExpr, INot, ISize, IVar, conjuncts, free_vars, ibin, linear
+from tilecert.semantics.mapper import map_node, subst_node
 
 from .program import Alloc, For, Guard, Lowered, LoweringError, Node, Seq, Store, Sync
 

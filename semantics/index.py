@@ -244,3 +244,10 @@ def conj(a: IExpr, b: IExpr) -> IExpr:
     if b == IConst(1):
         return a
     return IBin("and", a, b)
+
+
+def conjuncts(cond: IExpr) -> list[IExpr]:
+    """The operands of the ``&&`` chain ``cond``, left to right (``[cond]`` when it is no conjunction)."""
+    if isinstance(cond, IBin) and cond.op == "and":
+        return conjuncts(cond.a) + conjuncts(cond.b)
+    return [cond]

@@ -18,7 +18,7 @@ from tilecert.cli import main as cli
 from tilecert.semantics import loopir as L
 from tilecert.semantics.ir import walk
 from tilecert.semantics.index import IBin, ISize
-from tilecert.semantics.sched.base import subst_node
+from tilecert.semantics.mapper import subst_node
 from tilecert.semantics.transform import Obligation, Piece, Tau, Forward
 
 from test_checker_catalogue import block_kernel, owner_nest, stencil

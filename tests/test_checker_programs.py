@@ -22,7 +22,7 @@ from tilecert.semantics.errors import TilecertError
 from tilecert.semantics.index import IConst, IExpr, ISize, IVar, evaluate, ibin
 from tilecert.semantics.loopinterp import interpret_loops
 from tilecert.semantics.sched import OPS
-from tilecert.semantics.sched.base import subst_node
+from tilecert.semantics.mapper import subst_node
 from tilecert.semantics.transform import Piece, Tau, Transformed
 from tilecert.semantics.sched.simplify import simplify
 

@@ -31,9 +31,9 @@ from hypothesis import event, given, settings, strategies as st
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
 from tilecert.semantics.errors import Loc
-from tilecert.semantics.index import IBin, IConst, IExpr, INot, ISize, IVar, evaluate, ibin
+from tilecert.semantics.index import IBin, IConst, IExpr, INot, ISize, IVar, conjuncts, evaluate, ibin
 from tilecert.semantics.loopinterp import interpret_loops
-from tilecert.semantics.sched.simplify import census, conjuncts, simplify
+from tilecert.semantics.sched.simplify import census, simplify
 
 SIZES = ("N", "M")
 SIZE_VALUES = (0, 1, 2, 3, 5, 7)

@@ -14,35 +14,12 @@ from .. import loopir as L
 from ..affine import Context
 from ..bindings import HARDWARE_INDICES
 from ..errors import TilecertError
-from ..index import IBin, IConst, IExpr, INot, IVar, conj, evaluate, free_vars, size_names, substitute, substitute_many
+from ..index import IConst, IExpr, IVar, conj, evaluate, free_vars, size_names, substitute_many
+from ..mapper import Mapper
 from ..transform import Piece, Renamed
 
 class ScheduleError(TilecertError):
     """A schedule op's precondition does not hold (the message says what and how to fix it)."""
-
-
-# ----------------------------------------------------------------------------- generic rewriting
-def map_node(node: Any, on_iexpr: Callable[[IExpr], IExpr]) -> Any:
-    """Rebuild a loop-form node (statement, block, expression) with every index expression mapped."""
-    if isinstance(node, (IConst, IVar, IBin, INot)) or type(node).__name__ == "ISize":
-        return on_iexpr(node)
-    if isinstance(node, tuple):
-        return tuple(map_node(x, on_iexpr) for x in node)
-    if dataclasses.is_dataclass(node) and not isinstance(node, type):
-        changes = {}
-        for f in dataclasses.fields(node):
-            val = getattr(node, f.name)
-            if f.name == "loc":
-                continue
-            new = map_node(val, on_iexpr)
-            if new is not val:
-                changes[f.name] = new
-        return dataclasses.replace(node, **changes) if changes else node
-    return node
-
-
-def subst_node(node: Any, var: int, value: IExpr) -> Any:
-    return map_node(node, lambda e: substitute(e, var, value))
 
 
 # ----------------------------------------------------------------------------- the loop tree
@@ -87,20 +64,17 @@ def the_loop(p: ir.Program, name: str, op: str) -> L.Loop:
 
 def replace_loop(block: ir.Block, target: L.Loop, new: list) -> ir.Block:
     """``block`` with the statement ``target`` (by identity) replaced by the statements ``new``."""
-    ops: list = []
-    for st in block.ops:
-        if st is target:
-            ops.extend(new)
-            continue
-        body = getattr(st, "body", None)
-        if isinstance(body, ir.Block):
-            nb = replace_loop(body, target, new)
-            if nb is not body:
-                st = dataclasses.replace(st, body=nb)
-        ops.append(st)
-    if len(ops) == len(block.ops) and all(a is b for a, b in zip(ops, block.ops)):
-        return block
-    return ir.Block(block.args, tuple(ops), block.yields)
+    return _Replace(target, new).map_block(block)
+
+
+class _Replace(Mapper):
+    def __init__(self, target: L.Loop, new: list) -> None:
+        self.target, self.new = target, new
+
+    def map_stmt(self, st: Any) -> Any:
+        if st is self.target:
+            return list(self.new)
+        return super().map_stmt(st) if isinstance(st, (L.Loop, L.If)) else st
 
 
 def with_body(p: ir.Program, body: ir.Block) -> ir.Program:
@@ -368,21 +342,25 @@ class Copier:
                 for st in ir.walk(body) if isinstance(st, L.Decl)}
         self.renamed += [Renamed(new, old) for old, new in bufs.items()]
         values = {var: value, **{old: IVar(v, 0) for old, (v, _) in new.items()}}
+        return Copy(_Copied(values, new, bufs).map_block(body), tuple((lp.var, *new[lp.var]) for lp in inner))
 
-        def rebuild(node: Any) -> Any:
-            if isinstance(node, IExpr):
-                return substitute_many(node, values)
-            if isinstance(node, tuple):
-                return tuple(rebuild(x) for x in node)
-            if not dataclasses.is_dataclass(node) or isinstance(node, type):
-                return node
-            changes = {f.name: rebuild(getattr(node, f.name)) for f in dataclasses.fields(node) if f.name != "loc"}
-            if isinstance(node, L.Loop):
-                changes["var"], changes["name"] = new[node.var]
-            elif isinstance(node, L.Buffer):
-                changes["name"] = bufs.get(node.name, node.name)
-            elif isinstance(node, (L.Ld, L.Assign, L.Accum)):
-                changes["buf"] = bufs.get(node.buf, node.buf)
-            return dataclasses.replace(node, **changes)
 
-        return Copy(rebuild(body), tuple((lp.var, *new[lp.var]) for lp in inner))
+class _Copied(Mapper):
+    """One copy of a loop body: ``values`` substituted in every index expression, each loop given its
+    new variable and name, each declared buffer its new name; every node is rebuilt, even an unchanged
+    one, so that the copies side by side share no statement (datamaps name statements by identity)."""
+
+    def __init__(self, values: dict[int, IExpr], loops: dict[int, tuple[int, str]], bufs: dict[str, str]) -> None:
+        self.values, self.loops, self.bufs = values, loops, bufs
+
+    def map_iexpr(self, e: IExpr) -> IExpr:
+        return substitute_many(e, self.values)
+
+    def rebuilt(self, node: Any, **fields: Any) -> Any:
+        if isinstance(node, L.Loop):
+            fields["var"], fields["name"] = self.loops[node.var]
+        elif isinstance(node, L.Buffer):
+            fields["name"] = self.bufs.get(node.name, node.name)
+        elif isinstance(node, (L.Ld, L.Assign, L.Accum)):
+            fields["buf"] = self.bufs.get(node.buf, node.buf)
+        return dataclasses.replace(node, **fields)

@@ -35,9 +35,9 @@ from .. import ir
 from . import args as A
 from .registry import schedule_op
 from .. import loopir as L
-from ..index import IConst, IExpr, IVar, free_vars, ibin
-from .base import (ScheduleError, band, fresh_var, loop_name, map_node, nest, proves,
-                   replace_loop, subst_node, substitute_many, the_loop, with_body)
+from ..index import IConst, IExpr, IVar, free_vars, ibin, substitute_many
+from ..mapper import map_node, subst_node
+from .base import ScheduleError, band, fresh_var, loop_name, nest, proves, replace_loop, the_loop, with_body
 from ..transform import Kind, Obligation, Piece, Tau, Transformed
 
 MAX_DEFAULT_NAME = 64

@@ -55,6 +55,7 @@ from . import args as A
 from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, IExpr, IVar, free_vars, ibin, linear
+from ..mapper import Mapper
 from .base import (ScheduleError, buffer_names, buffer_type, conj, fresh_buffer, fresh_name, fresh_var, hardware_bound,
                    nest, replace_loop, the_loop, with_body)
 from ..transform import Copy, Kind, Live, Obligation, Tau, Transformed
@@ -123,31 +124,27 @@ def _split_index(a: Access, over: L.Loop, target: str) -> tuple[tuple[IExpr, ...
     return tuple(outer), tuple(inner)
 
 
-def _remap(node: Any, target: str, tile: str, keep: tuple[int, ...], over: L.Loop) -> Any:
-    """``node`` with every access of ``target`` turned into the access of its tile cell."""
-    def cell(index: tuple[IExpr, ...]) -> tuple[IExpr, ...]:
-        inner = _split_index(Access(index, (), tuple(L.loops(over.body)), False), over, target)[1]
-        return tuple(inner[a][0] for a in keep)
+class _ToTile(Mapper):
+    """Every access of ``target`` turned into the access of its tile cell (``keep``: the tile's axes)."""
 
-    if isinstance(node, ir.Block):
-        return ir.Block(node.args, tuple(_remap(st, target, tile, keep, over) for st in node.ops), node.yields)
-    if isinstance(node, (L.Loop, L.If)):
-        return dataclasses.replace(node, body=_remap(node.body, target, tile, keep, over))
-    if isinstance(node, L.Ld):
-        return L.Ld(tile, cell(node.index), node.dtype) if node.buf == target else node
-    if isinstance(node, (L.Un, L.Cvt)):
-        return dataclasses.replace(node, x=_remap(node.x, target, tile, keep, over))
-    if isinstance(node, L.Bin):
-        return dataclasses.replace(node, a=_remap(node.a, target, tile, keep, over),
-                                   b=_remap(node.b, target, tile, keep, over))
-    if isinstance(node, L.Sel):
-        return dataclasses.replace(node, cond=_remap(node.cond, target, tile, keep, over),
-                                   a=_remap(node.a, target, tile, keep, over),
-                                   b=_remap(node.b, target, tile, keep, over))
-    if isinstance(node, (L.Assign, L.Accum)):
-        node = dataclasses.replace(node, value=_remap(node.value, target, tile, keep, over))
-        return dataclasses.replace(node, buf=tile, index=cell(node.index)) if node.buf == target else node
-    return node
+    def __init__(self, target: str, tile: str, keep: tuple[int, ...], over: L.Loop) -> None:
+        self.target, self.tile, self.keep, self.over = target, tile, keep, over
+
+    def cell(self, index: tuple[IExpr, ...]) -> tuple[IExpr, ...]:
+        inner = _split_index(Access(index, (), tuple(L.loops(self.over.body)), False), self.over, self.target)[1]
+        return tuple(inner[a][0] for a in self.keep)
+
+    def map_ld(self, e: L.Ld) -> L.SExpr:
+        return L.Ld(self.tile, self.cell(e.index), e.dtype) if e.buf == self.target else e
+
+    def map_assign(self, st: L.Assign) -> Any:
+        return self._store(super().map_assign(st))
+
+    def map_accum(self, st: L.Accum) -> Any:
+        return self._store(super().map_accum(st))
+
+    def _store(self, st: Any) -> Any:
+        return dataclasses.replace(st, buf=self.tile, index=self.cell(st.index)) if st.buf == self.target else st
 
 
 @schedule_op("privatize", [A.BufferName(), A.LoopName()])
@@ -227,7 +224,7 @@ def privatize(p: ir.Program, target: str, over: str) -> Transformed:
         return nest(loops, body), st, axes, tuple(cell)
 
     (init, load, axes, cell), (store_back, store, _, _) = transfer("init", False), transfer("store", True)
-    remapped = _remap(lp, target, tile, keep, lp)
+    remapped = _ToTile(target, tile, keep, lp).map_stmt(lp)
     decl = L.Decl(L.Buffer(tile, dtype, tuple(dims), "local"), lp.loc)
     new = [decl, init, remapped, store_back]
     handles = tuple(inner.name for t in (init, store_back) for inner in L.loops(ir.Block((), (t,))))

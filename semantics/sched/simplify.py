@@ -24,13 +24,7 @@ from typing import Any, Optional
 from .. import ir
 from .. import loopir as L
 from ..affine import Context
-from ..index import IBin, IConst, IExpr
-
-
-def conjuncts(cond: IExpr) -> list[IExpr]:
-    if isinstance(cond, IBin) and cond.op == "and":
-        return conjuncts(cond.a) + conjuncts(cond.b)
-    return [cond]
+from ..index import IBin, IConst, IExpr, conjuncts
 
 
 @functools.lru_cache(maxsize=1 << 16)

@@ -21,8 +21,8 @@ from . import args as A
 from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, IVar, ibin
-from .base import (ScheduleError, fresh_name, fresh_var, loop_name, replace_loop, subst_node, the_loop,
-                   with_body)
+from ..mapper import subst_node
+from .base import ScheduleError, fresh_name, fresh_var, loop_name, replace_loop, the_loop, with_body
 from ..transform import Kind, Obligation, Piece, Tau, Transformed
 
 TAILS = ("guard", "partition")
