@@ -21,6 +21,7 @@ witness is replayed on the interpreter at the witness's sizes.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, Collection, Mapping, Optional, Sequence
 
 from tilecert.semantics import ir
@@ -38,7 +39,7 @@ from .obligations import (barrier_uniform, bounds, containment, coverage, depend
                           noninterference, prefix_cut, reduction_policy)
 from .solve import DEFAULT_TIMEOUT_MS
 from tilecert.semantics.bindings import DEFAULT_TARGET, Target
-from .verdict import DISPROVED, Report, Result, Verdict, unknown, with_replay
+from .verdict import DISPROVED, Report, Result, Verdict, unknown, with_origin, with_replay
 
 CHECKED = ("coverage", "prefix_cut", "dependence", "noninterference", "reduction_policy", "barrier_uniform", "bounds",
            "containment", "hardware_limits")
@@ -129,6 +130,8 @@ def check_schedule(s: Schedule, sizes: Optional[Mapping[str, int]] = None, *, ta
                                    timeout_ms=timeout_ms, replay=replay, subject=subjects(s)[k + 1],
                                    listed=t.obligations, final=k == n - 1, proved_before=proved,
                                    datamaps=t.datamaps)
+        origin = f"{subjects(s)[k + 1]} at {s.call_sites[k]}"
+        previous.results = [replace(r, verdict=with_origin(r.verdict, origin)) for r in previous.results]
         report.extend(previous)
     report = _scoped(report, s.initial, bound)
     s.checks.append((len(s.history), report))

@@ -37,6 +37,7 @@ from . import loopir as L
 from .errors import CaptureError
 from .index import IBin, IConst, IExpr, INot, IVar, ibin
 from .interp import classify_updates, tree_merges
+from .names import numbered
 from .ufuncs import identity
 from .dtypes import dtype_of
 from .bindings import region_bindings
@@ -89,11 +90,9 @@ class Expander:
         return prefix and any(n.startswith(name + ".") for n in self.names)
 
     def fresh(self, base: str, prefix: bool = False) -> str:
-        """``base``, else ``base1``, ``base2``, ... whichever is free first (as a prefix: no name
-        ``<it>.*`` exists either); the name is reserved."""
-        name, k = base, 1
-        while self._taken(name, prefix):
-            name, k = f"{base}{k}", k + 1
+        """``base`` made unique (``names.numbered``; as a prefix, no name ``<it>.*`` may exist either),
+        reserved."""
+        name = numbered(base, lambda n: self._taken(n, prefix))
         self.names.add(name)
         return name
 
@@ -502,3 +501,4 @@ def expand(p: ir.Program) -> ir.Program:
     if L.is_loop_form(ir.expect_program(p, "expand").body):
         return p
     return Expander(p).program()
+

@@ -8,7 +8,7 @@ which is what the polyhedral checker needs. Constructors fold constants.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Optional, Union
+from typing import Callable, Mapping, Optional, Union
 
 import numpy as np
 
@@ -219,3 +219,12 @@ def linear(e: IExpr, var: int) -> Optional[tuple[int, IExpr]]:
                 inner = linear(x, var)
                 return None if inner is None else (c.value * inner[0], ibin("mul", c, inner[1]))
     return None
+
+
+def substitute(e: IExpr, leaf: Callable[[IExpr], IExpr]) -> IExpr:
+    """``e`` with every leaf ``x`` (a constant, size or coordinate) replaced by ``leaf(x)``, re-folded by ``ibin``."""
+    if isinstance(e, IBin):
+        return ibin(e.op, substitute(e.a, leaf), substitute(e.b, leaf))
+    if isinstance(e, INot):
+        return INot(substitute(e.a, leaf))
+    return leaf(e)
