@@ -502,3 +502,4 @@ def expand(p: ir.Program) -> ir.Program:
         return p
     return Expander(p).program()
 
+

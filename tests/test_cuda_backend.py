@@ -132,8 +132,8 @@ DTYPE_KERNELS = {"int_ops": int_ops, "float_ops": float_ops}
 
 def transpose_schedule(m=10, n=7):
     s = tc.schedule(EXAMPLES["transpose"].kernel, M=m, N=n)
-    for name, slot in (("nest.0", "grid1"), ("nest.1", "grid0"), ("load0.M", "block1"), ("load0.N", "block0"),
-                       ("store1.N", "block1"), ("store1.M", "block0")):
+    for name, slot in (("nest.0", "grid1"), ("nest.1", "grid0"), ("a.load.M", "block1"), ("a.load.N", "block0"),
+                       ("B.store.N", "block1"), ("B.store.M", "block0")):
         s.bind(name, slot)
     return s
 
@@ -195,7 +195,7 @@ def test_grid_and_block_loops_map_to_blockidx_and_threadidx_by_slot(emitted):
     assert "__shared__ float b1_t0[12];" in kernel  # the 4 x 3 tile, one per block
     # launch geometry: grid (cdiv(7, 3), cdiv(10, 4)); block x = max(3, 4), y = max(4, 3)
     assert "const int64_t g[3] = {3, 3, 1}, b[3] = {4, 4, 1};" in src
-    # launch-extent guard (load0.N has 3 of the 4 x threads) and the tail guards of the split tiles
+    # launch-extent guard (a.load.N has 3 of the 4 x threads) and the tail guards of the split tiles
     assert "if (r3 < 3) {" in kernel
     assert "if (r4 < tc_min(3, (7 - (i1 * 3)))) {" in kernel and "if (r5 < tc_min(4, (10 - (i0 * 4)))) {" in kernel
     # the tile's zero fill, its load, and its transposed read are phases: barriers between them

@@ -68,15 +68,15 @@ def _leaves(e):
 def test_bindings_become_threads_simd_and_unrolled_copies():
     s = tc.schedule(EXAMPLES["gemm"].kernel, M=16, N=16, K=14, bm=4, bn=4, bk=7)
     s.bind("nest.0", "grid0")
-    s.bind("store4.N", "vector")
-    s.bind("full0.p0", "unrolled")
+    s.bind("C.store.N", "vector")
+    s.bind("acc.full.p0", "unrolled")
     lp, v = lowered_of(s)
     assert v.proved, str(v)
     assert fors(lp)["nest.0"].mode == "threads"
-    assert fors(lp)["store4.N"].mode == "simd"
-    assert "full0.p0" not in fors(lp)
+    assert fors(lp)["C.store.N"].mode == "simd"
+    assert "acc.full.p0" not in fors(lp)
     copies = [n for n in walk(lp.body) if isinstance(n, Seq)]
-    assert [c.label for c in copies] == [f"full0.p0 = {k}" for k in range(4)]
+    assert [c.label for c in copies] == [f"acc.full.p0 = {k}" for k in range(4)]
     # every copy is the same scheduled statement with its own tau
     stores = [n for c in copies for n in walk(c.body) if isinstance(n, Store)]
     assert {st.sid for st in stores} == {0} and len({st.origin for st in stores}) == 4
