@@ -503,3 +503,4 @@ def expand(p: ir.Program) -> ir.Program:
     return Expander(p).program()
 
 
+

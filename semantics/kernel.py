@@ -59,9 +59,7 @@ class _Runtime:
     @staticmethod
     def label(names: tuple[str, ...], values: tuple[Any, ...]) -> None:
         """Name the tiles and memories just bound to DSL variables (the first binding of each wins)."""
-        b = _ACTIVE[-1] if _ACTIVE else None
-        if b is None:
-            return
+        b = _ACTIVE[-1]
         for name, value in zip(names, values):
             if isinstance(value, Tile):
                 b.value_labels.setdefault(value.value.id, name)
