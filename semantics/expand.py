@@ -504,3 +504,4 @@ def expand(p: ir.Program) -> ir.Program:
 
 
 
+

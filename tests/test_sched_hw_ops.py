@@ -519,7 +519,7 @@ def test_expand_zero_restores_the_axis_order():
     s, check = make("gemm", M=7, N=6, K=15)
     s.swap("acc.full.p1", "acc.full.p0")
     assert [r[1:3] for r in tree(s)[2:4]] == [("acc.full.p0", 5), ("acc.full.p1", 3)]
-    rows, cols = loop(s, "acc.full.p1").var, loop(s, "acc.full.p0").var  # t0[rows, cols] = 0, cols outermost
+    rows, cols = loop(s, "acc.full.p1").var, loop(s, "acc.full.p0").var  # acc[rows, cols] = 0, cols outermost
     s.expand_zero("acc")
     assert [r[1:3] for r in tree(s)[2:4]] == [("acc.zero0", 3), ("acc.zero1", 5)]
     (piece,) = s.transforms[-1].tau.pieces
