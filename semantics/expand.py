@@ -501,7 +501,3 @@ def expand(p: ir.Program) -> ir.Program:
     if L.is_loop_form(ir.expect_program(p, "expand").body):
         return p
     return Expander(p).program()
-
-
-
-
