@@ -41,12 +41,12 @@ TILE_M, TILE_N, PANEL_K, ROWS = 64, 64, 256, 6
 
 def best_schedule(n: int) -> tc.Schedule:
     s = tc.schedule(gemm, M=n, N=n, K=n, bm=TILE_M, bn=TILE_N, bk=PANEL_K)
-    s.split("mma3.p1", ROWS, outer="mo", inner="mi")
-    s.reorder(["mo", "mma3.K", "mi", "mma3.p0"])
+    s.split("acc.mma.p1", ROWS, outer="mo", inner="mi")
+    s.reorder(["mo", "acc.mma.K", "mi", "acc.mma.p0"])
     s.partition("mo", s.partition_breakpoints("mo"))  # the whole row blocks (guard-free), then the ragged last one
-    vector = ["load1.K", "load2.N", "store4.N", "full0.p0"]
+    vector = ["a.load.K", "b.load.N", "C.store.N", "acc.full.p0"]
     for seg in ("s0", "s1"):
-        _, init_cols, _, store_cols = s.privatize("t0", f"mma3.K.{seg}")
+        _, init_cols, _, store_cols = s.privatize("acc", f"acc.mma.K.{seg}")
         vector += [init_cols, store_cols, *s.unroll(f"mi.{seg}", materialize=True)]
     s.bind("nest.0", "grid0")
     for loop in vector:

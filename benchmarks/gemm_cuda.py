@@ -45,16 +45,16 @@ def schedule(n: int, bm: int, bn: int, bk: int, r: int) -> tc.Schedule:
     s = tc.schedule(gemm, M=n, N=n, K=n, bm=bm, bn=bn, bk=bk)
     s.bind("nest.0", "grid1")
     s.bind("nest.1", "grid0")
-    s.split("mma3.p1", bm // THREADS, outer="mo", inner="mi")
-    s.split("mma3.p0", r, outer="no", inner="ni")
-    s.reorder(["mo", "mi", "no", "ni", "mma3.K"])
-    s.reorder(["mo", "no", "mma3.K", "mi", "ni"])
+    s.split("acc.mma.p1", bm // THREADS, outer="mo", inner="mi")
+    s.split("acc.mma.p0", r, outer="no", inner="ni")
+    s.reorder(["mo", "mi", "no", "ni", "acc.mma.K"])
+    s.reorder(["mo", "no", "acc.mma.K", "mi", "ni"])
     for loop, kind in (("mo", "block1"), ("no", "block0"), ("mi", "unrolled"), ("ni", "unrolled")):
         s.bind(loop, kind)
-    extents = {"full0.p1": bm, "full0.p0": bn, "load1.M": bm, "load1.K": bk, "load2.K": bk, "load2.N": bn,
-               "store4.M": bm, "store4.N": bn}
-    for rows, cols in (("full0.p1", "full0.p0"), ("load1.M", "load1.K"), ("load2.K", "load2.N"),
-                       ("store4.M", "store4.N")):
+    extents = {"acc.full.p1": bm, "acc.full.p0": bn, "a.load.M": bm, "a.load.K": bk, "b.load.K": bk, "b.load.N": bn,
+               "C.store.M": bm, "C.store.N": bn}
+    for rows, cols in (("acc.full.p1", "acc.full.p0"), ("a.load.M", "a.load.K"), ("b.load.K", "b.load.N"),
+                       ("C.store.M", "C.store.N")):
         row = list(s.split(rows, THREADS)) if extents[rows] > THREADS else [rows]
         col = list(s.split(cols, THREADS)) if extents[cols] > THREADS else [cols]
         if len(row) + len(col) > 2:

@@ -24,6 +24,7 @@ witness is replayed on the interpreter at the witness's sizes.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, Collection, Mapping, Optional, Sequence
 
 from tilecert.semantics import ir
@@ -39,7 +40,7 @@ from .obligations import (barrier_uniform, bounds, containment, coverage, depend
                           noninterference, prefix_cut, reduction_policy)
 from .solve import DEFAULT_TIMEOUT_MS
 from tilecert.semantics.bindings import DEFAULT_TARGET, Target
-from .verdict import DISPROVED, Report, Result, Verdict, unknown, with_replay
+from .verdict import DISPROVED, Report, Result, Verdict, unknown, with_origin, with_replay
 
 DISCHARGED = frozenset({Kind.COVERAGE, Kind.PREFIX_CUT, Kind.DEPENDENCE, Kind.DATAMAP, Kind.NONINTERFERENCE,
                         Kind.REDUCTION_POLICY, Kind.BARRIER_UNIFORM, Kind.BOUNDS, Kind.CONTAINMENT,
@@ -146,6 +147,8 @@ def check_schedule(s: History, sizes: Optional[Mapping[str, int]] = None, *, tar
                                    timeout_ms=timeout_ms, replay=replay, subject=subjects(s)[k + 1],
                                    listed=t.obligations, final=k == n - 1, proved_before=proved,
                                    datamaps=t.datamaps)
+        origin = f"{subjects(s)[k + 1]} at {s.call_sites[k]}"
+        previous.results = [replace(r, verdict=with_origin(r.verdict, origin)) for r in previous.results]
         if on_step is not None:
             on_step(subjects(s)[k + 1], previous)
         report.extend(previous)

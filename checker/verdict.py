@@ -37,9 +37,12 @@ class Witness:
     instances: tuple[Instance, ...] = ()
     cell: str = ""
     replay: str = ""
+    origin: str = ""  # the schedule call that introduced the obligation (op and file:line)
 
     def lines(self) -> list[str]:
         out = [self.summary]
+        if self.origin:
+            out.append(f"introduced by: {self.origin}")
         if self.sizes:
             out.append("sizes: " + ", ".join(f"{n}={v}" for n, v in self.sizes))
         out += [f"instance: {i}" for i in self.instances]
@@ -79,6 +82,13 @@ def with_replay(v: Verdict, outcome: str) -> Verdict:
     if v.witness is None or not outcome:
         return v
     return replace(v, witness=replace(v.witness, replay=outcome))
+
+
+def with_origin(v: Verdict, origin: str) -> Verdict:
+    """``v`` with its witness (if any) naming the schedule call ``origin`` that introduced the obligation."""
+    if v.witness is None:
+        return v
+    return replace(v, witness=replace(v.witness, origin=origin))
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ def gemm_gpu(n: int = 64) -> tc.Schedule:
     s = tc.schedule(gemm, M=n, N=n, K=n, bm=16, bn=16, bk=16)
     s.bind("nest.0", "grid1")  # one block per 16 x 16 output tile
     s.bind("nest.1", "grid0")
-    for rows, cols in [("full0.p1", "full0.p0"), ("load1.M", "load1.K"), ("load2.K", "load2.N"),
-                       ("mma3.p1", "mma3.p0"), ("store4.M", "store4.N")]:
+    for rows, cols in [("acc.full.p1", "acc.full.p0"), ("a.load.M", "a.load.K"), ("b.load.K", "b.load.N"),
+                       ("acc.mma.p1", "acc.mma.p0"), ("C.store.M", "C.store.N")]:
         s.bind(rows, "block1")  # 16 x 16 threads per block
         s.bind(cols, "block0")
     return s

@@ -6,7 +6,7 @@ index expression only while every region whose coordinate it reads is open.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any, Optional
 
 from . import ir
@@ -69,6 +69,8 @@ class Builder:
         self.mems: dict[int, MemInfo] = {}
         self.written: set[str] = set()
         self.open_regions: set[int] = set()
+        self.value_labels: dict[int, str] = {}  # value id -> the DSL variable first bound to it
+        self.mem_labels: dict[int, str] = {}  # memory id -> the DSL variable first bound to it
 
     # ------------------------------------------------------------------ ids
     def new_value(self, t: ir.TileType) -> ir.Value:
@@ -95,6 +97,19 @@ class Builder:
         d = ir.Dim(self._next_dim, label)
         self._next_dim += 1
         return d
+
+    def labelled(self, node: Any) -> Any:
+        """``node`` (an op, block or tuple of them) with every defined value and memory carrying its label."""
+        if isinstance(node, tuple):
+            return tuple(self.labelled(x) for x in node)
+        if isinstance(node, ir.Value):
+            return replace(node, label=self.value_labels.get(node.id, ""))
+        if isinstance(node, ir.Alloc):
+            return replace(node, label=self.mem_labels.get(node.mem, ""))
+        if isinstance(node, ir.Block) or (is_dataclass(node) and hasattr(node, "loc")):
+            return replace(node, **{f.name: self.labelled(getattr(node, f.name)) for f in fields(node)
+                                    if isinstance(getattr(node, f.name), (tuple, ir.Value, ir.Block))})
+        return node
 
     # ------------------------------------------------------------------ frames
     @property

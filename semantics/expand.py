@@ -17,6 +17,14 @@ statements over its result's dims:
   ``fold_right``); a tree-policy region without a known merge is refused, as the interpreter
   refuses it (``tree_merges``).
 
+Names come from the DSL, never from a counter over the program, so expanding one part of a
+kernel differently renames nothing elsewhere: a value's buffer is named after the variable
+first bound to it (``acc``; else its op, ``add``, ``load``), a memory after its variable; the
+loops of an op's nest are ``<buffer written>.<op>.<dim>`` (``acc.mma.K``, ``C.store.N``,
+``a.load.M``). A name already taken (a tensor, another buffer or loop) gets the smallest
+number that frees it: ``acc``, ``acc1``, ...; a loop prefix (``nest``, ``acc.mma``) is numbered
+as a whole (``nest1.0``).
+
 Every tile op of the DSL is anchored at its innermost enclosing parallel instance (capture
 rejects collective updates of ancestor values), so each op's distribution over its
 frontier's participants is the identity map.
@@ -29,6 +37,7 @@ from . import loopir as L
 from .errors import CaptureError
 from .index import IBin, IConst, IExpr, INot, IVar, ibin
 from .reduction import classify_updates, tree_merges
+from .names import numbered
 from .ufuncs import identity
 from .dtypes import dtype_of
 from .bindings import region_bindings
@@ -61,19 +70,29 @@ class Expander:
         self.bufs: dict[int, str] = {}
         self.mems: dict[int, str] = {}
         self.vars: dict[tuple[int, int], IExpr] = {}
-        self.counter = itertools.count()
+        self.labels: dict[int, str] = {}  # value id -> the name its buffer takes
+        for op in ir.walk(p.body):
+            for v in ir.results_of(op):
+                self.labels[v.id] = ir.value_name(op, v)
+            body = getattr(op, "body", None)
+            if body is not None:
+                for v in body.args:
+                    self.labels[v.id] = v.label or "carry"
         self.var_ids = itertools.count()
         self.names: set[str] = {t.name for t in p.tensors}
         self.accum_yields: dict[int, tuple[str, int, str]] = {}  # yield -> (carry buffer, arg, policy)
         self.words: list[str] = []  # the DSL bindings of the enclosing bound parallel regions, outermost first
 
     # ------------------------------------------------------------------ helpers
-    def fresh(self, base: str) -> str:
-        name = base
-        k = 1
-        while name in self.names:
-            name = f"{base}_{k}"
-            k += 1
+    def _taken(self, name: str, prefix: bool) -> bool:
+        if name in self.names:
+            return True
+        return prefix and any(n.startswith(name + ".") for n in self.names)
+
+    def fresh(self, base: str, prefix: bool = False) -> str:
+        """``base`` made unique (``names.numbered``; as a prefix, no name ``<it>.*`` may exist either),
+        reserved."""
+        name = numbered(base, lambda n: self._taken(n, prefix))
         self.names.add(name)
         return name
 
@@ -92,15 +111,17 @@ class Expander:
 
     def decl(self, vid: int, scope: str = "local") -> tuple[list, str]:
         t = self.types[vid]
-        name = self.fresh(f"t{vid}")
+        name = self.fresh(self.labels[vid])
         self.bufs[vid] = name
         return [L.Decl(L.Buffer(name, t.dtype, self.shape(t), scope))], name
 
     def nest(self, label: str, extents: tuple[IExpr, ...], names: tuple[str, ...], kinds: tuple[str, ...],
              loc) -> tuple[list, tuple[IExpr, ...]]:
-        """Build loops (outermost first) around ``body``; returns (stmts, loop variables)."""
+        """Build loops ``<label>.<name>`` (outermost first) around ``body``; returns (stmts, loop variables).
+        ``label`` is ``<buffer written>.<op>``, numbered as a whole when taken."""
         ids = [next(self.var_ids) for _ in extents]
         vs = tuple(IVar(i, 0) for i in ids)
+        label = self.fresh(label, prefix=True)
         return (lambda stmts: self._wrap(label, extents, names, kinds, ids, stmts, loc)), vs
 
     def _wrap(self, label, extents, names, kinds, ids, stmts, loc) -> list:
@@ -126,7 +147,7 @@ class Expander:
         """``out[q] = make_value(q)`` over out's dims (parallel loops)."""
         stmts, buf = self.decl(out.id)
         t = out.type
-        wrap, vs = self.nest(f"{label}{next(self.counter)}", self.shape(t), tuple(str(d) for d in t.dims),
+        wrap, vs = self.nest(f"{buf}.{label}", self.shape(t), tuple(str(d) for d in t.dims),
                              ("parallel",) * t.rank, loc)
         return stmts + wrap([L.Assign(buf, vs, make_value(vs), loc)])
 
@@ -185,14 +206,14 @@ class Expander:
         if isinstance(op, ir.Mma):
             return self.mma(op, pos, last, loc)
         if isinstance(op, ir.Alloc):
-            name = self.fresh(f"m{op.mem}")
+            name = self.fresh(op.label or "mem")
             self.mems[op.mem] = name
             scope = "local" if op.scope == "auto" else op.scope
             return [L.Decl(L.Buffer(name, op.type.dtype, self.shape(op.type), scope), loc)]
         if isinstance(op, ir.MemStore):
             t = self.types[op.value]
             mem = self.mems[op.mem]
-            wrap, vs = self.nest(f"mstore{next(self.counter)}", self.shape(t), tuple(map(str, t.dims)),
+            wrap, vs = self.nest(f"{mem}.store", self.shape(t), tuple(map(str, t.dims)),
                                  ("parallel",) * t.rank, loc)
             return wrap([L.Assign(mem, vs, self.load(op.value, vs), loc)])
         if isinstance(op, ir.MemLoad):
@@ -227,7 +248,7 @@ class Expander:
         origin = tuple(self.sub(o) for o in op.origin)
         extents = tuple(self.sub(e) for e in op.extents)
         axes = [a for a, p in enumerate(op.perm) if p is not None]
-        wrap, vs = self.nest(f"store{next(self.counter)}", tuple(extents[a] for a in axes),
+        wrap, vs = self.nest(f"{op.tensor}.store", tuple(extents[a] for a in axes),
                              tuple(str(tensor.dims[a]) for a in axes), ("parallel",) * len(axes), loc)
         var_of = dict(zip(axes, vs))
         idx = tuple(ibin("add", o, var_of[a]) if a in var_of else o for a, o in enumerate(origin))
@@ -247,16 +268,15 @@ class Expander:
         t = op.out.type
         stmts, buf = self.decl(op.out.id)
         keep = [i for i in range(xt.rank) if i not in op.axes]
-        label = f"reduce{next(self.counter)}"
         seed = self.load(op.init, ()) if op.init is not None else L.Lit(
             identity(op.combiner, dtype_of(t.dtype)), t.dtype)
-        init_wrap, ivs = self.nest(label + "i", self.shape(t), tuple(map(str, t.dims)), ("parallel",) * t.rank, loc)
+        init_wrap, ivs = self.nest(f"{buf}.init", self.shape(t), tuple(map(str, t.dims)), ("parallel",) * t.rank, loc)
         stmts += init_wrap([L.Assign(buf, ivs, seed, loc)])
         custom = op.combiner == "custom"
         red_kind = "serial" if custom else "reduce"
         order = keep + list(op.axes)
         xs = self.shape(xt)
-        wrap, vs = self.nest(label, tuple(xs[i] for i in order), tuple(str(xt.dims[i]) for i in order),
+        wrap, vs = self.nest(f"{buf}.reduce", tuple(xs[i] for i in order), tuple(str(xt.dims[i]) for i in order),
                              ("parallel",) * len(keep) + (red_kind,) * len(op.axes), loc)
         var_of = dict(zip(order, vs))
         xidx = []
@@ -288,7 +308,7 @@ class Expander:
         else:
             stmts, buf = self.decl(op.out.id)
             ct = self.types[op.c]
-            cw, cvs = self.nest(f"copy{next(self.counter)}", self.shape(ct), tuple(map(str, ct.dims)),
+            cw, cvs = self.nest(f"{buf}.copy", self.shape(ct), tuple(map(str, ct.dims)),
                                 ("parallel",) * ct.rank, loc)
             stmts += cw([L.Assign(buf, cvs, self.load(op.c, cvs), loc)])
         ins, out = op.spec.split("->")
@@ -298,7 +318,7 @@ class Expander:
         dim_of = {**dict(zip(sa, ta.dims)), **dict(zip(sb, tb.dims)), **dict(zip(out, tc_.dims))}
         red = [x for x in sa if x in sb and x not in out]
         letters = list(out) + red
-        wrap, vs = self.nest(f"mma{next(self.counter)}", tuple(ext[x] for x in letters),
+        wrap, vs = self.nest(f"{buf}.mma", tuple(ext[x] for x in letters),
                              tuple(str(dim_of[x]) for x in letters),
                              ("parallel",) * len(out) + ("reduce",) * len(red), loc)
         v = dict(zip(letters, vs))
@@ -318,7 +338,7 @@ class Expander:
         buf, arg, policy = self.accum_yields[op.out.id]
         other = op.b if op.a == arg else op.a
         t = op.out.type
-        wrap, vs = self.nest(f"{op.fn}{next(self.counter)}", self.shape(t), tuple(map(str, t.dims)),
+        wrap, vs = self.nest(f"{buf}.{op.fn}", self.shape(t), tuple(map(str, t.dims)),
                              ("parallel",) * t.rank, loc)
         val = self.load(other, self.operand_index(other, t, vs))
         merge = op.fn
@@ -344,6 +364,8 @@ class Expander:
         finally:
             if word:
                 self.words.pop()
+        if len(ids) > 1:
+            label = self.fresh(label, prefix=True)
         for a in reversed(range(len(ids))):
             name = self.fresh(label if names[a] == "" else f"{label}.{names[a]}")
             stmts = [L.Loop(ids[a], name, exts[a], kind, ir.Block((), tuple(stmts)), bindings[a], IConst(0), op.loc)]
@@ -364,7 +386,7 @@ class Expander:
             else:
                 stmts, buf = self.decl(arg.id)
                 t = arg.type
-                w, vs = self.nest(f"carry{next(self.counter)}", self.shape(t), tuple(map(str, t.dims)),
+                w, vs = self.nest(f"{buf}.carry", self.shape(t), tuple(map(str, t.dims)),
                                   ("parallel",) * t.rank, op.loc)
                 pre += stmts + w([L.Assign(buf, vs, self.load(init, vs), op.loc)])
                 carry.append(buf)
@@ -413,7 +435,7 @@ class Expander:
         return [L.Decl(L.Buffer(name, t.dtype, self.shape(t), "local"))], name
 
     def copy(self, dst: str, t: ir.TileType, src: str, loc) -> list:
-        w, vs = self.nest(f"copy{next(self.counter)}", self.shape(t), tuple(map(str, t.dims)),
+        w, vs = self.nest(f"{dst}.copy", self.shape(t), tuple(map(str, t.dims)),
                           ("parallel",) * t.rank, loc)
         return w([L.Assign(dst, vs, L.Ld(src, vs, t.dtype), loc)])
 

@@ -8,7 +8,7 @@ which is what the polyhedral checker needs. Constructors fold constants.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Optional, Union
+from typing import Callable, Mapping, Optional, Union
 
 import numpy as np
 
@@ -251,3 +251,12 @@ def conjuncts(cond: IExpr) -> list[IExpr]:
     if isinstance(cond, IBin) and cond.op == "and":
         return conjuncts(cond.a) + conjuncts(cond.b)
     return [cond]
+
+
+def map_leaves(e: IExpr, leaf: Callable[[IExpr], IExpr]) -> IExpr:
+    """``e`` with every leaf ``x`` (a constant, size or coordinate) replaced by ``leaf(x)``, re-folded by ``ibin``."""
+    if isinstance(e, IBin):
+        return ibin(e.op, map_leaves(e.a, leaf), map_leaves(e.b, leaf))
+    if isinstance(e, INot):
+        return INot(map_leaves(e.a, leaf))
+    return leaf(e)

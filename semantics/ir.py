@@ -81,8 +81,12 @@ class TileType:
 
 @dataclass(frozen=True)
 class Value:
+    """An SSA value; ``label`` is the DSL variable it was first bound to (diagnostics and names only:
+    it takes no part in equality or the digest)."""
+
     id: int
     type: TileType
+    label: str = field(default="", compare=False)
 
     def __str__(self) -> str:
         return f"%{self.id}"
@@ -251,6 +255,7 @@ class Alloc:
     type: TileType
     scope: str = "auto"
     loc: Loc = NOWHERE
+    label: str = field(default="", compare=False)  # the DSL variable of the memory (names only)
 
 
 @dataclass(frozen=True)
@@ -404,3 +409,20 @@ def walk(block: Block) -> Iterator[Op]:
         body = getattr(op, "body", None)
         if body is not None:
             yield from walk(body)
+
+
+_OP_NAMES = {Full: "full", Iota: "iota", IndexValue: "index", Cast: "cast", Select: "select", ReduceExpr: "reduce",
+             Mma: "mma", Reshape: "reshape", ViewLoad: "load", MemLoad: "mload", ViewStore: "store",
+             MemStore: "store"}
+
+
+def op_name(op: Op) -> str:
+    """The tile op's DSL name (``add``, ``load``, ``mma``, ...; ``carry`` for a region's carried values)."""
+    if isinstance(op, (Unary, Binary)):
+        return op.fn
+    return _OP_NAMES.get(type(op), "carry")
+
+
+def value_name(op: Op, v: Value) -> str:
+    """The name of ``v``, a result of ``op``: its DSL variable (``v.label``), else the op's name."""
+    return v.label or op_name(op)

@@ -13,7 +13,8 @@ from .errors import CaptureError, Loc, TilecertError, caller_loc
 from .index import ISize
 from .regions import UNBOUND, RegionSpec
 from .rewrite import rewrite_function
-from .tensors import TensorRef
+from .tensors import Memory, TensorRef
+from .values import Tile
 
 
 class TensorSpec:
@@ -54,6 +55,16 @@ class _Runtime:
             return thunk()
         except NameError:
             return UNBOUND
+
+    @staticmethod
+    def label(names: tuple[str, ...], values: tuple[Any, ...]) -> None:
+        """Name the tiles and memories just bound to DSL variables (the first binding of each wins)."""
+        b = _ACTIVE[-1]
+        for name, value in zip(names, values):
+            if isinstance(value, Tile):
+                b.value_labels.setdefault(value.value.id, name)
+            elif isinstance(value, Memory):
+                b.mem_labels.setdefault(value.info.mem, name)
 
     @staticmethod
     def bad_jump(what: str) -> None:
@@ -155,7 +166,7 @@ class Kernel:
             ir.TensorDecl(pname, spec.dtype.name, tuple(b.dim(d) for d in spec.dims),
                           tuple(ISize(d) for d in spec.dims), pname in b.written)
             for pname, spec in self.tensors.items())
-        body = ir.Block((), tuple(b.root.ops), ())
+        body = b.labelled(ir.Block((), tuple(b.root.ops), ()))
         cfg = tuple(sorted((k, v) for k, v in config.items() if isinstance(v, (int, float, bool))))
         return ir.Program(self.name, self.size_names, decls, body, cfg, self.loc)
 

@@ -174,6 +174,7 @@ class RegionSpec:
             if isinstance(v, Tile) and self.kind != "parallel" and v.frame.open:
                 b.check_value(v.frame, f"carried `{names[i]}`")
                 arg = b.new_value(v.type)
+                b.value_labels[arg.id] = names[i]
                 self.carried.append((i, v, arg))
                 bound.append(Tile(arg, frame))
             else:
@@ -229,6 +230,8 @@ class RegionSpec:
             b.emit(ir.Parallel(frame.region, self.extents, body, self.attrs.get("bind"), self.target, self.loc))
             return values
         outs = tuple(b.new_value(init.type) for _, init, _ in self.carried)
+        for (i, _, _), out in zip(self.carried, outs):
+            b.value_labels[out.id] = self.names[i]
         inits = tuple(init.value.id for _, init, _ in self.carried)
         common = dict(region=frame.region, extents=self.extents, inits=inits, body=body, outs=outs, loc=self.loc,
                       name=self.target)

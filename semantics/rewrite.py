@@ -16,6 +16,10 @@ assigns, with their values before and after the body:
             BODY        # an ordinary Python loop, unrolled at capture
 
 Loops over Python iterables keep their Python meaning.
+
+Each assignment ``x = EXPR`` (also augmented, annotated and tuple targets) is followed by
+``__tc_rt.label(("x",), (x,))``, which names the tile or memory just bound after the DSL
+variable (the first binding of a value names it): buffers, loops and diagnostics use it.
 """
 from __future__ import annotations
 
@@ -105,6 +109,29 @@ def _store_lines(body: list[ast.stmt], line_offset: int) -> dict[str, int]:
     return lines
 
 
+class _Labeler(ast.NodeTransformer):
+    """Follow each assignment by a call naming the values it binds after their variables."""
+
+    def _label(self, node: ast.stmt, targets: list[ast.expr]) -> Any:
+        names = [n.id for t in targets for n in ast.walk(t)
+                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and not n.id.startswith("__tc_")]
+        if not names:
+            return node
+        values = "(" + "".join(f"{x}, " for x in names) + ")"
+        call = ast.parse(f"{RT}.label({tuple(names)!r}, {values})").body[0]
+        _place(call, node)
+        return [node, call]
+
+    def visit_Assign(self, node: ast.Assign) -> Any:
+        return self._label(node, node.targets)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> Any:
+        return self._label(node, [node.target])
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> Any:
+        return self._label(node, [node.target]) if node.value is not None else node
+
+
 class _LoopRewriter(ast.NodeTransformer):
     def __init__(self, line_offset: int = 0) -> None:
         self.counter = itertools.count()
@@ -161,7 +188,7 @@ def rewrite_function(fn: Callable, runtime: Any) -> Callable:
         raise CaptureError("@kernel applies to a plain function", Loc(fn.__code__.co_filename,
                            fn.__code__.co_firstlineno), "decorate a `def`")
     fdef.decorator_list = []
-    fdef = _LoopRewriter(fn.__code__.co_firstlineno - 1).visit(fdef)
+    fdef = _LoopRewriter(fn.__code__.co_firstlineno - 1).visit(_Labeler().visit(fdef))
     freevars = fn.__code__.co_freevars
     factory = ast.FunctionDef(
         name="__tc_factory",

@@ -210,7 +210,7 @@ class Transformed:
 class History(Protocol):
     """What the checker reads of a schedule (``semantics.sched.Schedule`` is one): the programs
     ``programs[0] .. programs[n]`` (``initial`` is ``programs[0]``), the ``n`` transforms between them,
-    the ops that made them (``history``), the sizes it binds, and the list its checks are kept in."""
+    the ops that made them (``history``), the sizes it binds, the list its checks are kept in, and where each op was called (``call_sites``)."""
 
     kernel: Any
     initial: ir.Program
@@ -219,3 +219,4 @@ class History(Protocol):
     history: list[Any]
     sizes: dict[str, int]
     checks: list[tuple[int, Any]]
+    call_sites: list[Any]

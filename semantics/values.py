@@ -255,7 +255,9 @@ class Tile:
         return self.value.type.dims
 
     def use(self, what: str = "operand") -> int:
-        active().check_value(self.frame, f"{what} %{self.value.id}")
+        b = active()
+        label = b.value_labels.get(self.value.id)
+        b.check_value(self.frame, f"{what} `{label}`" if label else f"{what} %{self.value.id}")
         return self.value.id
 
     def __repr__(self) -> str:

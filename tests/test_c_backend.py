@@ -46,8 +46,8 @@ def gemm_schedule():
     s = tc.schedule(EXAMPLES["gemm"].kernel, M=32, N=32, K=16, bm=4, bn=8, bk=8)
     s.bind("nest.0", "grid0")
     s.bind("nest.1", "grid1")
-    s.bind("store4.N", "vector")
-    s.bind("full0.p0", "unrolled")
+    s.bind("C.store.N", "vector")
+    s.bind("acc.full.p0", "unrolled")
     return s
 
 
@@ -57,8 +57,8 @@ def test_emitted_source_is_readable_c99_with_openmp():
     assert "const float *restrict T0_A" in src and "float *restrict T2_C" in src
     assert "#pragma omp parallel for schedule(static) collapse(2)" in src
     assert "#pragma omp simd" in src
-    assert "/* nest.0: parallel bound to grid0 */" in src and "/* store4.N: parallel bound to vector" in src
-    assert "/* full0.p0 = 3 */" in src  # an unrolled copy
+    assert "/* nest.0: parallel bound to grid0 */" in src and "/* C.store.N: parallel bound to vector" in src
+    assert "/* acc.full.p0 = 3 */" in src  # an unrolled copy
     assert src.startswith("/* tilecert C backend: kernel gemm */\n/* checker: schedule of gemm: 34 proved, 0 disproved, "
                           "0 unknown for K = 16, M = 32, N = 32 */\n"
                           "/* checker: lowering of gemm: 2 proved, 0 disproved, 0 unknown for K = 16, M = 32, N = 32 */\n")

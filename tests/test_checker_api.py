@@ -92,7 +92,7 @@ def test_cli_check_exits_zero_only_when_all_is_proved(tmp_path, capsys):
     assert cli(["check", str(good)]) == 0
     assert "OK" in capsys.readouterr().out
     bad = tmp_path / "bad.py"
-    two_blocks = 's.bind("blk", "block0")\ns.bind("load0.N", "block0")'  # one block slot used twice in a nest
+    two_blocks = 's.bind("blk", "block0")\ns.bind("load.load.N", "block0")'  # one block slot used twice in a nest
     bad.write_text(good.read_text().replace('s.bind("blk", "grid0")', two_blocks))
     assert cli(["check", str(bad)]) == 1
     assert "containment: DISPROVED" in capsys.readouterr().out

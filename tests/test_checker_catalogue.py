@@ -213,16 +213,16 @@ def gemm_schedule():
 
 def test_binding_a_reduction_loop_to_threads_is_disproved():
     s = gemm_schedule()
-    s.bind("mma3.K", "lane")
+    s.bind("acc.mma.K", "lane")
     r = s.check()
-    assert r.status("noninterference", "op 0: bind(loop='mma3.K', kind='lane')") == "disproved"
+    assert r.status("noninterference", "op 0: bind(loop='acc.mma.K', kind='lane')") == "disproved"
     w = r.verdicts("noninterference")[-1].witness
-    assert "mma3.K" in w.summary and w.cell.startswith("t0[")
+    assert "acc.mma.K" in w.summary and w.cell.startswith("acc[")
 
 
 def test_binding_an_output_loop_to_threads_is_proved():
     s = gemm_schedule()
-    s.bind("mma3.p0", "lane")
+    s.bind("acc.mma.p0", "lane")
     check_all_proved(s.check())
 
 

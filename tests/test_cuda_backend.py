@@ -132,8 +132,8 @@ DTYPE_KERNELS = {"int_ops": int_ops, "float_ops": float_ops}
 
 def transpose_schedule(m=10, n=7):
     s = tc.schedule(EXAMPLES["transpose"].kernel, M=m, N=n)
-    for name, slot in (("nest.0", "grid1"), ("nest.1", "grid0"), ("load0.M", "block1"), ("load0.N", "block0"),
-                       ("store1.N", "block1"), ("store1.M", "block0")):
+    for name, slot in (("nest.0", "grid1"), ("nest.1", "grid0"), ("a.load.M", "block1"), ("a.load.N", "block0"),
+                       ("B.store.N", "block1"), ("B.store.M", "block0")):
         s.bind(name, slot)
     return s
 
@@ -192,10 +192,10 @@ def test_grid_and_block_loops_map_to_blockidx_and_threadidx_by_slot(emitted):
     assert "const int64_t i0 = (int64_t)blockIdx.y;  /* nest.0: parallel bound to grid1 */" in kernel
     assert "const int64_t i1 = (int64_t)blockIdx.x;  /* nest.1: parallel bound to grid0 */" in kernel
     assert "const int64_t r2 = (int64_t)threadIdx.y;" in kernel and "const int64_t r3 = (int64_t)threadIdx.x;" in kernel
-    assert "__shared__ float b1_t0[12];" in kernel  # the 4 x 3 tile, one per block
+    assert "__shared__ float b1_a[12];" in kernel  # the 4 x 3 tile, one per block
     # launch geometry: grid (cdiv(7, 3), cdiv(10, 4)); block x = max(3, 4), y = max(4, 3)
     assert "const int64_t g[3] = {3, 3, 1}, b[3] = {4, 4, 1};" in src
-    # launch-extent guard (load0.N has 3 of the 4 x threads) and the tail guards of the split tiles
+    # launch-extent guard (a.load.N has 3 of the 4 x threads) and the tail guards of the split tiles
     assert "if (r3 < 3) {" in kernel
     assert "if (r4 < tc_min(3, (7 - (i1 * 3)))) {" in kernel and "if (r5 < tc_min(4, (10 - (i0 * 4)))) {" in kernel
     # the tile's zero fill, its load, and its transposed read are phases: barriers between them
@@ -229,9 +229,9 @@ def test_warp_and_lane_loops_share_the_x_dimension_and_use_warp_barriers(emitted
 def test_block_level_statements_run_on_one_thread_and_thread_private_buffers_are_local(emitted):
     src = emitted["example_softmax"]
     assert re.search(r"if \(\(int64_t\)threadIdx\.x == 0 && \(int64_t\)threadIdx\.y == 0\) \{\n"
-                     r"\s+/\* S\d+ at line \d+ \*/\n\s+b\d+_t0\[0\] = ", src)
+                     r"\s+/\* S\d+ at line \d+ \*/\n\s+b\d+_full\[0\] = ", src)
     src = emitted["example_reduction_policy"]
-    assert "int32_t b2_t2[1] = {};  /* local t2 (thread-private) */" in src
+    assert "int32_t b2_load[1] = {};  /* local load (thread-private) */" in src
 
 
 def test_threads_past_a_short_loop_follow_it_to_its_barriers(emitted):

@@ -213,7 +213,7 @@ def test_a_cse_temporary_is_read_through_whatever_its_name():
     have, too): proved through its declaration alone."""
     from test_sched_hw_ops import make
     s, _ = make("broadcast", N=8)
-    s.unroll("add2.N", materialize=True)
+    s.unroll("add.add.N", materialize=True)
     t = s.transforms[-1]
     (fwd,) = t.datamaps
     for name in ("t0_u0", "t0_cse", "acc"):
@@ -241,21 +241,21 @@ def test_a_cse_temporary_is_read_through_whatever_its_name():
 
 # ============================================================================ stated versus discharged
 SAMPLES = {
-    "split": [("split", ("mma3.p1", 2))],
-    "fuse": [("fuse", ("full0.p1", "full0.p0"))],
-    "reorder": [("reorder", (["mma3.p0", "mma3.p1"],))],
-    "swap": [("swap", ("load1.M", "load1.K"))],
-    "tile": [("tile", (["mma3.p1", "mma3.p0"], [2, 2]))],
-    "insert_unit": [("insert_unit", ("mma3.K",))],
-    "remove_unit": [("insert_unit", ("mma3.K",)), ("remove_unit", ("mma3.K.unit",))],
-    "coalesce": [("coalesce", (["full0.p1", "full0.p0"],))],
-    "reshape": [("reshape", ("full0.p0", [5, 1]))],
+    "split": [("split", ("acc.mma.p1", 2))],
+    "fuse": [("fuse", ("acc.full.p1", "acc.full.p0"))],
+    "reorder": [("reorder", (["acc.mma.p0", "acc.mma.p1"],))],
+    "swap": [("swap", ("a.load.M", "a.load.K"))],
+    "tile": [("tile", (["acc.mma.p1", "acc.mma.p0"], [2, 2]))],
+    "insert_unit": [("insert_unit", ("acc.mma.K",))],
+    "remove_unit": [("insert_unit", ("acc.mma.K",)), ("remove_unit", ("acc.mma.K.unit",))],
+    "coalesce": [("coalesce", (["acc.full.p1", "acc.full.p0"],))],
+    "reshape": [("reshape", ("acc.full.p0", [5, 1]))],
     "bind": [("bind", ("nest.0", "grid0"))],
-    "unroll": [("unroll", ("mma3.p1", True))],
+    "unroll": [("unroll", ("acc.mma.p1", True))],
     "partition": [("partition", ("nest.0", [1]))],
-    "pad": [("pad", ("load1.K", 8))],
-    "expand_zero": [("expand_zero", ("t0",))],
-    "privatize": [("privatize", ("t0", "k"))],
+    "pad": [("pad", ("a.load.K", 8))],
+    "expand_zero": [("expand_zero", ("acc",))],
+    "privatize": [("privatize", ("acc", "k"))],
 }
 
 

@@ -351,7 +351,7 @@ def region_lines(text):
     """(depth, kind, rest) of each region header line of a formatted program."""
     out = []
     for line in text.splitlines()[1:]:
-        m = re.match(r"^( *)(parallel|serial|pipeline|reduce) r\d+ (.*):$", line)
+        m = re.match(r"^( *)(parallel|serial|pipeline|reduce) \S+ (.*):$", line)
         if m:
             out.append((len(m.group(1)) // 2, m.group(2), m.group(3)))
     return out
@@ -374,18 +374,18 @@ def test_printed_ir_policies_and_domains():
     fmt = {name: tc.format_program(tc.capture(e.kernel)) for name, e in EXAMPLES.items()}
     rp = fmt["reduction_policy"]
     for policy in ("fold_left", "fold_right", "ordered_tree"):
-        assert re.search(rf"^  reduce r\d+ \[N\] policy={policy} carry\(", rp, re.M), policy
+        assert re.search(rf"^  reduce \w+ \[N\] policy={policy} carry\(", rp, re.M), policy
     assert "reduce.add" in rp and "policy=unordered_tree" in rp
     assert [k for _, k, _ in region_lines(rp)] == ["reduce"] * 3
 
     g = fmt["gemm"]
-    assert "parallel r0 [((M + 2) // 3), ((N + 4) // 5)]:" in g
-    assert "pipeline r1 [((K + 6) // 7)] window=2 interval=1" in g
+    assert "parallel nest [((M + 2) // 3), ((N + 4) // 5)]:" in g
+    assert "pipeline k [((K + 6) // 7)] window=2 interval=1" in g
     assert "stage 0 'load'" in g and "stage 1 'compute'" in g and "config bk=7 bm=3 bn=5" in g
     assert "window=2" in fmt["rmsnorm"] and "stage 1 'accumulate'" in fmt["rmsnorm"]
     assert "window=3" in tc.format_program(tc.capture(gemm_window3))
 
-    assert "reduce r1 [R, S] policy=unordered_tree" in fmt["conv2d"]
+    assert "reduce tap [R, S] policy=unordered_tree" in fmt["conv2d"]
     assert "(R // 2)" in fmt["conv2d"] and "bounds=zero" in fmt["conv2d"]
     assert [k for _, k, _ in region_lines(fmt["layernorm"])] == ["parallel", "reduce", "reduce", "serial"]
     assert fmt["layernorm"].count("policy=ordered_tree carry(") == 2
@@ -394,8 +394,8 @@ def test_printed_ir_policies_and_domains():
     assert "reduce.max" in fmt["rowreduce"] and "reduce.min" in fmt["rowreduce"]
     assert "fallback=%" in fmt["softmax"] and "full -inf" in fmt["softmax"]
     # the transpose stores the (M, N) tile into the (N, M) box of B
-    assert re.search(r"%0 = load A\[.*\] box \[4, 3\].* f32\[M=4, N=3\]", fmt["transpose"])
-    assert "store B[(r0.1 * 3), (r0.0 * 4)] box [3, 4] <- %0" in fmt["transpose"]
+    assert re.search(r"%a = load A\[.*\] box \[4, 3\].* f32\[M=4, N=3\]", fmt["transpose"])
+    assert "store B[(nest.1 * 3), (nest.0 * 4)] box [3, 4] <- %a" in fmt["transpose"]
 
 
 # ---------------------------------------------------------------------------- patterns the examples rely on

@@ -129,30 +129,36 @@ def check_structure(p: ir.Program, q: ir.Program) -> None:
     # reduce expressions: an Accum (or a serial fold for a custom combiner) in a parallel / reduce nest
     accums = [(st_, loops) for st_, loops, _ in stmts if isinstance(st_, L.Accum) and not isinstance(st_.value, L.Bin)
               and perfect_nest(loops[-1:], st_) and loops and loops[-1].kind == "reduce"
-              and loops[-1].name.startswith("reduce")]
+              and _nest_op(loops[-1]) == "reduce"]
     assert len(accums) == sum(op.combiner != "custom" for op in tile_ops(p, ir.ReduceExpr))
     by_combiner = sorted(st_.op for st_, _ in accums)
     assert by_combiner == sorted(op.combiner for op in tile_ops(p, ir.ReduceExpr) if op.combiner != "custom")
 
-    # regions: one loop per domain axis, named after the loop variable (made unique by a suffix), in program
-    # order and of the region's kind (a reduce region without a known merge becomes a serial fold)
+    # regions: one loop per domain axis, named after the loop variable (a number after it where the name is
+    # taken; with several axes, <variable>.<axis>), in program order and of the region's kind (a reduce region
+    # without a known merge becomes a serial fold)
     kinds = {ir.Parallel: ("parallel",), ir.Serial: ("serial",), ir.Pipeline: ("pipeline",),
              ir.Reduce: ("reduce", "serial")}
-    expected = [(f"{op.name}.{a}" if len(op.extents) > 1 else op.name, kinds[type(op)])
+    expected = [(re.escape(op.name) + (rf"\d*\.{a}" if len(op.extents) > 1 else r"\d*"), kinds[type(op)])
                 for op in ir.walk(p.body) if type(op) in kinds and op.name for a in range(len(op.extents))]
-    wanted = {name for name, _ in expected}
-    found = [(re.sub(r"_\d+$", "", lp.name), lp.kind) for lp in L.loops(q.body)]
-    found = [(name, kind) for name, kind in found if name in wanted]
+    named = re.compile("|".join(f"(?:{rx})" for rx, _ in expected) or "(?!)")
+    found = [(lp.name, lp.kind) for lp in L.loops(q.body) if named.fullmatch(lp.name)]
     assert len(found) == len(expected)
     for (name, kind), (want_name, want_kinds) in zip(found, expected):
-        assert name == want_name and kind in want_kinds, (name, kind, want_name, want_kinds)
+        assert re.fullmatch(want_name, name) and kind in want_kinds, (name, kind, want_name, want_kinds)
+
+
+def _nest_op(lp: L.Loop) -> str:
+    """The tile op whose nest ``lp`` belongs to (``<buffer>.<op>.<dim>``, the op numbered when taken)."""
+    parts = lp.name.split(".")
+    return re.sub(r"\d+$", "", parts[-2]) if len(parts) == 3 else ""
 
 
 def _contracted(st_: L.Accum, loops: tuple) -> int:
     """How many innermost loops of an mma nest are reduce loops (the contracted dims)."""
     n = 0
     for lp in reversed(loops):
-        if lp.kind != "reduce" or not lp.name.startswith("mma"):
+        if lp.kind != "reduce" or _nest_op(lp) != "mma":
             break
         n += 1
     return n

@@ -188,7 +188,7 @@ def test_dsl_dim_names_check_schedule_and_emit(dim):
     assert tc.check(k).ok
     s = tc.schedule(k, **{dim: 10}, b=4)
     plain = tc.schedule(PLAIN, N=10, b=4)
-    assert s.partition_breakpoints(f"load0.{dim}") == plain.partition_breakpoints("load0.N")
+    assert s.partition_breakpoints(f"x.load.{dim}") == plain.partition_breakpoints("x.load.N")
     assert census(s.program) == census(plain.program)
     assert_names_stay_in_comments(tc.emit(s), tc.emit(plain))
     assert_names_stay_in_comments(tc.emit(s, target="cuda"), tc.emit(plain, target="cuda"))
@@ -222,7 +222,7 @@ def test_disproved_witnesses_show_the_users_size_names(dim):
 
 
 # ----------------------------------------------------------------------------- through tc.load
-ROLES = ("kernel", "X", "Y", "N", "p", "t0", "t1", "t2")
+ROLES = ("kernel", "X", "Y", "N", "p", "x", "full", "full1")  # full, full1: the buffers of 2.0, 1.0
 _KEEP = {"_", "file", "op", "dtype", "kind", "scope", "mode", "binding", "order"}
 
 
@@ -238,9 +238,8 @@ def hostile_program(start: int) -> tuple[tc.Program, dict[str, str]]:
         if isinstance(node, list):
             return [rename(v, key) for v in node]
         if isinstance(node, str) and key not in _KEEP:
-            if key == "name" and "." in node:  # a loop named after a dim: load0.N
-                head, _, tail = node.partition(".")
-                return f"{mapping.get(head, head)}.{mapping.get(tail, tail)}"
+            if key == "name" and "." in node:  # a loop named after its buffer, op and dim: x.load.N
+                return ".".join(mapping.get(part, part) for part in node.split("."))
             return mapping.get(node, node)
         return node
 
@@ -259,8 +258,8 @@ def test_loaded_programs_with_hostile_names_check_simplify_partition_and_emit(st
     assert tc.check(p).ok
     bound = {new["N"]: 10}
     assert census(simplify(p, bound)) == census(simplify(PLAIN_LOOPS, {"N": 10}))
-    assert partition_breakpoints(p, f"load0.{new['N']}", bound_sizes=bound) == \
-        partition_breakpoints(PLAIN_LOOPS, "load0.N", bound_sizes={"N": 10})
+    assert partition_breakpoints(p, f"{new['x']}.load.{new['N']}", bound_sizes=bound) == \
+        partition_breakpoints(PLAIN_LOOPS, "x.load.N", bound_sizes={"N": 10})
     assert_names_stay_in_comments(tc.emit(p), tc.emit(PLAIN_LOOPS))
     assert_names_stay_in_comments(tc.emit(p, target="cuda"), tc.emit(PLAIN_LOOPS, target="cuda"))
 

@@ -82,21 +82,21 @@ def _leaves(e):
 def test_bindings_become_threads_simd_and_unrolled_copies():
     s = tc.schedule(EXAMPLES["gemm"].kernel, M=16, N=16, K=14, bm=4, bn=4, bk=7)
     s.bind("nest.0", "grid0")
-    s.bind("store4.N", "vector")
-    s.bind("full0.p0", "unrolled")
+    s.bind("C.store.N", "vector")
+    s.bind("acc.full.p0", "unrolled")
     lp, v = lowered_of(s)
     assert v.ok, v.explain()
     assert fors(lp)["nest.0"].mode == "threads"
-    assert fors(lp)["store4.N"].mode == "simd"
-    assert "full0.p0" not in fors(lp)
+    assert fors(lp)["C.store.N"].mode == "simd"
+    assert "acc.full.p0" not in fors(lp)
     copies = [n for n in walk(lp.body) if isinstance(n, Seq)]
-    assert [c.label for c in copies] == [f"full0.p0 = {k}" for k in range(4)]
+    assert [c.label for c in copies] == [f"acc.full.p0 = {k}" for k in range(4)]
     # every copy is the same scheduled statement with its own tau
     stores = [n for c in copies for n in walk(c.body) if isinstance(n, Store)]
     (sid,) = {st.sid for st in stores}
     assert len({st.origin for st in stores}) == 4
     spec = Model(s.program, s.sizes).statements[sid]  # the checker's numbering of the scheduled statements
-    assert spec.kind == "assign" and spec.node.buf == stores[0].buf and [lp.name for lp in spec.loops][-1] == "full0.p0"
+    assert spec.kind == "assign" and spec.node.buf == stores[0].buf and [lp.name for lp in spec.loops][-1] == "acc.full.p0"
 
 
 def test_unrolling_a_symbolic_loop_keeps_a_serial_loop_and_huge_unrolls_are_refused():
@@ -137,7 +137,7 @@ def test_validation_catches_a_wrong_index_a_dropped_and_a_doubled_statement():
         if isinstance(n, Store) else n]))
     w = disproved(validate(p, shifted, s.sizes), "coverage")
     at = coords(w, "new")
-    assert "performs no old instance" in w.summary and at["nest.0"] * 4 + at["store1.M"] >= 3  # where mod 3 differs
+    assert "performs no old instance" in w.summary and at["nest.0"] * 4 + at["B.store.M"] >= 3  # where mod 3 differs
     dropped = dataclasses.replace(lp, body=replace_nodes(lp.body, lambda n: [] if isinstance(n, Store) else [n]))
     w = disproved(validate(p, dropped, s.sizes), "coverage")
     assert "performed by no new instance" in w.summary and set(coords(w, "old").values()) == {0}
@@ -177,7 +177,7 @@ def test_an_allocation_that_moves_out_of_its_loop_or_changes_shape_is_disproved(
 def test_the_lowering_read_back_as_loop_form_computes_what_the_schedule_does():
     s = tc.schedule(EXAMPLES["gemm"].kernel, M=6, N=5, K=4)
     s.split("nest.0", 4)
-    s.bind("full0.p0", "unrolled")
+    s.bind("acc.full.p0", "unrolled")
     lp = lower(s.program, s.sizes)
     form = loop_form(lp)
     want, got = (P.run(q, s.sizes, seed=3) for q in (s.program, form.program))
@@ -207,7 +207,7 @@ def test_out_of_bounds_access_is_a_disproved_bounds_verdict():
         if isinstance(n, Store) else n]))
     v = validate(p, oob, s.sizes)
     w = disproved(v, "bounds")
-    assert "outside its shape [4, 3]" in w.summary and w.cell == "t0[4, 0]"  # the first store, one row past
+    assert "outside its shape [4, 3]" in w.summary and w.cell == "a[4, 0]"  # the first store, one row past
     assert w.replay.startswith("CONFIRMED")
 
 

@@ -72,7 +72,7 @@ def test_nothing_changed_is_the_same_object(name):
 
 def test_only_the_path_to_a_change_is_rebuilt():
     body = program("gemm").body
-    target = next(lp for lp in L.loops(body) if lp.name == "mma3.K")
+    target = next(lp for lp in L.loops(body) if lp.name == "acc.mma.K")
     out = subst_node(body, target.var, IConst(0))
     old, new = list(nodes(body)), list(nodes(out))
     assert len(old) == len(new)
@@ -149,7 +149,7 @@ def test_a_subclass_rewrites_drops_and_splices():
 
 def test_copies_share_no_node():
     p = program("gemm")
-    lp = next(lp for lp in L.loops(p.body) if lp.name == "mma3.p1")
+    lp = next(lp for lp in L.loops(p.body) if lp.name == "acc.mma.p1")
     copier = Copier(p)
     copies = [copier.copy(lp.body, lp.var, IConst(k), f"c{k}") for k in range(2)]
     ids = [{id(n) for n in nodes(c.body) if not isinstance(n, IExpr)} for c in copies]

@@ -235,7 +235,7 @@ def test_legal_reorderings_pass(kernel, sizes, _):
 def test_compiled_c_of_a_proved_reduction_reordering_matches_the_spec():
     sizes = {"M": 32, "N": 32, "K": 48}
     s = tc.schedule(gemm_bf16, **sizes)
-    outer, inner = s.split("mma3.K", 8)
+    outer, inner = s.split("full.mma.K", 8)
     s.swap(outer, inner)  # each cell now sums k = 0, 8, 16, ..., 1, 9, ...: a reassociation
     assert s.check().ok
     compiled = tc.compile(s)

@@ -35,14 +35,14 @@ def test_the_space_of_the_gemm_store_is_its_output_cells_coloured_by_tile():
     assert len(by_tile) == 4 and all(len(c) == 1 for c in by_tile.values())  # one colour per 4 x 5 tile
     assert len({next(iter(c)) for c in by_tile.values()}) == 4  # and distinct tiles differ
     assert [t.get_text().split(":")[0].strip() for t in fig.axes[1].texts[1:]] == \
-        ["nest.0", "nest.1", "store4.M", "store4.N"]
+        ["nest.0", "nest.1", "C.store.M", "C.store.N"]
 
 
 def test_the_loops_panel_colours_each_loop_by_its_binding():
     fig = tc.plot(gemm_gpu(32))
     colours = {t.get_text().split(":")[0].strip(): t.get_color() for t in fig.axes[1].texts[1:]}
-    assert colours == {"nest.0": "tab:blue", "nest.1": "tab:blue", "store4.M": "tab:orange",
-                       "store4.N": "tab:orange"}  # grid1 / grid0, then block1 / block0
+    assert colours == {"nest.0": "tab:blue", "nest.1": "tab:blue", "C.store.M": "tab:orange",
+                       "C.store.N": "tab:orange"}  # grid1 / grid0, then block1 / block0
 
 
 def test_a_race_witness_marks_its_two_instances_on_the_space():
@@ -54,12 +54,12 @@ def test_a_race_witness_marks_its_two_instances_on_the_space():
     ax = fig.axes[0]
     marks = {t.get_text(): t.xy for t in ax.texts}
     a, b = (dict(i.coords) for i in bad.verdict.witness.instances)
-    # the loops k (bound to core, where they differ) and mma3.p0 are the columns, k most significant
-    assert marks["A"] == (a["k"] * 4 + a["mma3.p0"], a["mma3.p1"])
-    assert marks["B"] == (b["k"] * 4 + b["mma3.p0"], b["mma3.p1"])
+    # the loops k (bound to core, where they differ) and acc.mma.p0 are the columns, k most significant
+    assert marks["A"] == (a["k"] * 4 + a["acc.mma.p0"], a["acc.mma.p1"])
+    assert marks["B"] == (b["k"] * 4 + b["acc.mma.p0"], b["acc.mma.p1"])
     assert marks["A"] != marks["B"]
     notes = fig.axes[-1].texts[0].get_text()
-    assert "cell: t0[0, 0]" in notes and "CONFIRMED" in notes
+    assert "cell: acc[0, 0]" in notes and "CONFIRMED" in notes
 
 
 def test_a_dependence_witness_draws_old_and_new_programs():

@@ -87,7 +87,7 @@ def test_the_page_shows_what_the_checker_decided(report):
     statuses = re.findall(r"<td class='(proved|disproved|unknown)'>", racy)
     assert statuses == [r.status for r in expected]
     assert "NOT OK: 1 disproved" in racy and "NOT A CERTIFICATE" in racy and "NOT PROVED" in racy
-    assert "cell: t0[0, 0]" in racy and "replay: CONFIRMED" in racy
+    assert "cell: acc[0, 0]" in racy and "replay: CONFIRMED" in racy
     assert "bind(loop=&#x27;k&#x27;, kind=&#x27;core&#x27;)" in racy  # the ops, escaped
     assert "class='verdict ok'>OK<" in proved and "NOT OK" not in proved and "<td class='disproved'>" not in proved
     assert "no witness" in proved and "NOT A CERTIFICATE" not in proved

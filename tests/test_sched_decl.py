@@ -31,13 +31,13 @@ from tilecert.semantics.sched.split import split
 KERNEL = EXAMPLES["gemm_i32"].kernel
 SIZES = dict(M=8, N=8, K=7)  # K = 7 = bk: loop k runs once (remove_unit)
 GOOD: dict[str, dict[str, Any]] = {
-    "split": dict(loop="nest.0", factor=2), "coalesce": dict(loops=["full0.p1", "full0.p0"]),
-    "reshape": dict(loop="load1.K", extents=[7, 1]), "fuse": dict(outer="store4.M", inner="store4.N"),
-    "reorder": dict(loops=["store4.M", "store4.N"]), "swap": dict(outer="store4.M", inner="store4.N"),
-    "tile": dict(loops=["store4.M", "store4.N"], sizes=[2, 2]), "insert_unit": dict(loop="k"),
-    "remove_unit": dict(loop="k"), "bind": dict(loop="nest.0", kind="grid0"), "expand_zero": dict(buffer="t0"),
-    "pad": dict(loop="load1.K", to_multiple_of=8), "partition": dict(loop="load1.K", breakpoints=[3]),
-    "unroll": dict(loop="load1.K"), "privatize": dict(target="t0", over="mma3.K"),
+    "split": dict(loop="nest.0", factor=2), "coalesce": dict(loops=["acc.full.p1", "acc.full.p0"]),
+    "reshape": dict(loop="a.load.K", extents=[7, 1]), "fuse": dict(outer="C.store.M", inner="C.store.N"),
+    "reorder": dict(loops=["C.store.M", "C.store.N"]), "swap": dict(outer="C.store.M", inner="C.store.N"),
+    "tile": dict(loops=["C.store.M", "C.store.N"], sizes=[2, 2]), "insert_unit": dict(loop="k"),
+    "remove_unit": dict(loop="k"), "bind": dict(loop="nest.0", kind="grid0"), "expand_zero": dict(buffer="acc"),
+    "pad": dict(loop="a.load.K", to_multiple_of=8), "partition": dict(loop="a.load.K", breakpoints=[3]),
+    "unroll": dict(loop="a.load.K"), "privatize": dict(target="acc", over="acc.mma.K"),
 }
 
 

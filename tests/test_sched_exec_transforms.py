@@ -154,11 +154,11 @@ def test_ops_are_registered():
 # ============================================================================= fuse
 @pytest.mark.parametrize("name,sizes,outer,inner,kind", [
     ("gemm_i32", dict(M=10, N=11, K=13), "nest.0", "nest.1", "parallel"),
-    ("gemm_i32", dict(M=10, N=11, K=13), "load1.M", "load1.K", "parallel"),
-    ("gemm", dict(M=7, N=6, K=5), "store4.M", "store4.N", "parallel"),
-    ("softmax", dict(M=9, N=13), "sub3.M", "sub3.N", "parallel"),
+    ("gemm_i32", dict(M=10, N=11, K=13), "a.load.M", "a.load.K", "parallel"),
+    ("gemm", dict(M=7, N=6, K=5), "C.store.M", "C.store.N", "parallel"),
+    ("softmax", dict(M=9, N=13), "sub.sub.M", "sub.sub.N", "parallel"),
     ("transpose", dict(M=10, N=7), "nest.0", "nest.1", "parallel"),
-    ("transpose", dict(M=10, N=7), "store1.N", "store1.M", "parallel"),
+    ("transpose", dict(M=10, N=7), "B.store.N", "B.store.M", "parallel"),
 ])
 def test_fuse_preserves_results_and_shapes_the_tree(name, sizes, outer, inner, kind):
     s, inputs, config = make(name, sizes)
@@ -188,21 +188,21 @@ def test_fuse_tau_is_the_mixed_radix_bijection_in_order():
 
 def test_fuse_sinks_a_guard_between_the_loops():
     s, inputs, config = make("gemm_i32", dict(M=10, N=11, K=13))
-    s.split("mma3.p0", 2)  # mma3.p0.o { mma3.p0.i { if guard { mma3.K { ... } } } }
-    s.fuse("mma3.p1", "mma3.p0.o")
-    s.fuse("mma3.p1*mma3.p0.o", "mma3.p0.i")
-    (fused,) = [lp for lp in s.loops() if lp.name == "mma3.p1*mma3.p0.o*mma3.p0.i"]
+    s.split("acc.mma.p0", 2)  # acc.mma.p0.o { acc.mma.p0.i { if guard { acc.mma.K { ... } } } }
+    s.fuse("acc.mma.p1", "acc.mma.p0.o")
+    s.fuse("acc.mma.p1*acc.mma.p0.o", "acc.mma.p0.i")
+    (fused,) = [lp for lp in s.loops() if lp.name == "acc.mma.p1*acc.mma.p0.o*acc.mma.p0.i"]
     assert int(evaluate(fused.extent, s.sizes, {})) == 3 * 3 * 2
     assert_same_results("gemm_i32", s, inputs, config)
 
 
 def test_fuse_preconditions():
     s, _, _ = make("gemm_i32", dict(M=10, N=11, K=13))
-    raises(s.fuse, "nest.1", "full0.p1", match=r"loop 'full0.p1' is not perfectly nested in 'nest.1': the body also "
-                                                r"contains the declaration of t0, loop 'k'")
-    raises(s.fuse, "mma3.p0", "mma3.K", match=r"'mma3.p0' is parallel but 'mma3.K' is reduce")
+    raises(s.fuse, "nest.1", "acc.full.p1", match=r"loop 'acc.full.p1' is not perfectly nested in 'nest.1': the body also "
+                                                r"contains the declaration of acc, loop 'k'")
+    raises(s.fuse, "acc.mma.p0", "acc.mma.K", match=r"'acc.mma.p0' is parallel but 'acc.mma.K' is reduce")
     raises(s.fuse, "nest.1", "nest.0", match=r"nest as nest.0 > nest.1")
-    raises(s.fuse, "load1.M", "load2.K", match=r"'load1.M' and 'load2.K' are not nested in one another")
+    raises(s.fuse, "a.load.M", "b.load.K", match=r"'a.load.M' and 'b.load.K' are not nested in one another")
     raises(s.fuse, "nest.0", "nest.0", match=r"more than once")
     raises(s.fuse, "nest.0", "nope", match=r"no loop named 'nope'")
     raises(s.fuse, "nest.0", "nest.1", name="k", match=r"a loop named 'k' exists already")
@@ -219,12 +219,12 @@ def test_fuse_preconditions():
 
 # ============================================================================= reorder / swap
 @pytest.mark.parametrize("name,sizes,band,order", [
-    ("gemm_i32", dict(M=10, N=11, K=13), ["mma3.p1", "mma3.p0", "mma3.K"], ["mma3.K", "mma3.p0", "mma3.p1"]),
+    ("gemm_i32", dict(M=10, N=11, K=13), ["acc.mma.p1", "acc.mma.p0", "acc.mma.K"], ["acc.mma.K", "acc.mma.p0", "acc.mma.p1"]),
     ("gemm_i32", dict(M=7, N=4, K=9), ["nest.0", "nest.1"], ["nest.1", "nest.0"]),
-    ("gemm", dict(M=7, N=6, K=5), ["mma3.p1", "mma3.p0", "mma3.K"], ["mma3.p0", "mma3.K", "mma3.p1"]),
-    ("softmax", dict(M=9, N=13), ["reduce2.M", "reduce2.N"], ["reduce2.N", "reduce2.M"]),
-    ("softmax", dict(M=9, N=13), ["reduce5.M", "reduce5.N"], ["reduce5.N", "reduce5.M"]),
-    ("transpose", dict(M=10, N=7), ["store1.N", "store1.M"], ["store1.M", "store1.N"]),
+    ("gemm", dict(M=7, N=6, K=5), ["acc.mma.p1", "acc.mma.p0", "acc.mma.K"], ["acc.mma.p0", "acc.mma.K", "acc.mma.p1"]),
+    ("softmax", dict(M=9, N=13), ["row_max.reduce.M", "row_max.reduce.N"], ["row_max.reduce.N", "row_max.reduce.M"]),
+    ("softmax", dict(M=9, N=13), ["reduce.reduce.M", "reduce.reduce.N"], ["reduce.reduce.N", "reduce.reduce.M"]),
+    ("transpose", dict(M=10, N=7), ["B.store.N", "B.store.M"], ["B.store.M", "B.store.N"]),
 ])
 def test_reorder_preserves_results_and_permutes_the_band(name, sizes, band, order):
     s, inputs, config = make(name, sizes)
@@ -244,18 +244,18 @@ def test_reorder_preserves_results_and_permutes_the_band(name, sizes, band, orde
 def test_swap_is_the_two_loop_reorder():
     s, inputs, config = make("transpose", dict(M=9, N=8))
     r, _, _ = make("transpose", dict(M=9, N=8))
-    s.swap("load0.M", "load0.N")
-    r.reorder(["load0.N", "load0.M"])
+    s.swap("a.load.M", "a.load.N")
+    r.reorder(["a.load.N", "a.load.M"])
     assert tc.digest(s.program) == tc.digest(r.program)
-    assert [lp.name for lp in s.loops()][2:4] == ["load0.N", "load0.M"]
+    assert [lp.name for lp in s.loops()][2:4] == ["a.load.N", "a.load.M"]
     assert_same_results("transpose", s, inputs, config)
 
 
 def test_reorder_sinks_guards_onto_the_innermost_body():
     s, inputs, config = make("gemm_i32", dict(M=10, N=11, K=13))
-    s.split("mma3.p1", 2)  # mma3.p1.o { mma3.p1.i { if g { mma3.p0 { mma3.K } } } }
-    s.reorder(["mma3.p0", "mma3.K", "mma3.p1.o", "mma3.p1.i"])
-    inner = the_loop(s.program, "mma3.p1.i", "test")
+    s.split("acc.mma.p1", 2)  # acc.mma.p1.o { acc.mma.p1.i { if g { acc.mma.p0 { acc.mma.K } } } }
+    s.reorder(["acc.mma.p0", "acc.mma.K", "acc.mma.p1.o", "acc.mma.p1.i"])
+    inner = the_loop(s.program, "acc.mma.p1.i", "test")
     (guard,) = inner.body.ops
     assert isinstance(guard, L.If) and isinstance(guard.body.ops[0], L.Accum)
     assert_same_results("gemm_i32", s, inputs, config)
@@ -264,33 +264,33 @@ def test_reorder_sinks_guards_onto_the_innermost_body():
 def test_reorder_states_the_permutation_in_its_dependence_obligation():
     # reorder checks structure only; whether the permutation keeps every dependence is the checker's
     s, _, _ = make("gemm_i32", dict(M=4, N=4, K=4))
-    s.reorder(["mma3.K", "mma3.p1", "mma3.p0"])
+    s.reorder(["acc.mma.K", "acc.mma.p1", "acc.mma.p0"])
     (dep,) = [ob for ob in s.transforms[-1].obligations if ob.kind == "dependence"]
-    assert "(mma3.p1, mma3.p0, mma3.K) -> (mma3.K, mma3.p1, mma3.p0)" in dep.formula
+    assert "(acc.mma.p1, acc.mma.p0, acc.mma.K) -> (acc.mma.K, acc.mma.p1, acc.mma.p0)" in dep.formula
 
 
 def test_reorder_preconditions():
     s, _, _ = make("gemm_i32", dict(M=10, N=11, K=13))
-    raises(s.reorder, ["nest.1", "full0.p1"], match=r"loop 'full0.p1' is not perfectly nested in 'nest.1': the body "
-                                                    r"also contains the declaration of t0, loop 'k', loop 'store4.M'")
-    raises(s.reorder, ["mma3.p1", "mma3.K"], match=r"loop 'mma3.K' is not directly nested in 'mma3.p1': loop "
-                                                  r"'mma3.p0' lies between them")
+    raises(s.reorder, ["nest.1", "acc.full.p1"], match=r"loop 'acc.full.p1' is not perfectly nested in 'nest.1': the body "
+                                                    r"also contains the declaration of acc, loop 'k', loop 'C.store.M'")
+    raises(s.reorder, ["acc.mma.p1", "acc.mma.K"], match=r"loop 'acc.mma.K' is not directly nested in 'acc.mma.p1': loop "
+                                                  r"'acc.mma.p0' lies between them")
     raises(s.reorder, ["nest.0"], match=r"loops must be a list of 2 or more distinct loop names, got \['nest.0'\]")
     raises(s.reorder, "nest.0", match=r"must be a list of 2 or more distinct loop names")
     raises(s.reorder, ["nest.0", "nest.0"], match=r"more than once")
-    raises(s.reorder, ["load1.M", "load2.N"], match=r"not nested in one another")
+    raises(s.reorder, ["a.load.M", "b.load.N"], match=r"not nested in one another")
     raises(s.swap, "nest.1", "nest.0", match=r"'nest.1' is inside 'nest.0', not around it")
-    raises(s.swap, "mma3.p1", "mma3.K", match=r"not directly nested")
-    outer = the_loop(s.program, "load1.M", "test")
-    p = program_with(s, "load1.K", extent=IBin("add", IVar(outer.var, 0), IConst(1)))
-    raises(swap, p, "load1.M", "load1.K",
-           match=r"the extent \(r\d+.0 \+ 1\) of loop 'load1.K' reads loop 'load1.M', so 'load1.K' cannot move outside "
-                 r"'load1.M' \(the extent would be out of scope\)")
+    raises(s.swap, "acc.mma.p1", "acc.mma.K", match=r"not directly nested")
+    outer = the_loop(s.program, "a.load.M", "test")
+    p = program_with(s, "a.load.K", extent=IBin("add", IVar(outer.var, 0), IConst(1)))
+    raises(swap, p, "a.load.M", "a.load.K",
+           match=r"the extent \(r\d+.0 \+ 1\) of loop 'a.load.K' reads loop 'a.load.M', so 'a.load.K' cannot move outside "
+                 r"'a.load.M' \(the extent would be out of scope\)")
     # a loop reading another may stay inside it while the rest of the band moves
-    mma = the_loop(s.program, "mma3.p1", "test")
-    p = program_with(s, "mma3.K", extent=IBin("add", IVar(mma.var, 0), IConst(1)))
-    t = reorder(p, ["mma3.p0", "mma3.p1", "mma3.K"])
-    assert [lp.name for lp in L.loops(t.program.body) if lp.name.startswith("mma3")] == ["mma3.p0", "mma3.p1", "mma3.K"]
+    mma = the_loop(s.program, "acc.mma.p1", "test")
+    p = program_with(s, "acc.mma.K", extent=IBin("add", IVar(mma.var, 0), IConst(1)))
+    t = reorder(p, ["acc.mma.p0", "acc.mma.p1", "acc.mma.K"])
+    assert [lp.name for lp in L.loops(t.program.body) if lp.name.startswith("acc.mma")] == ["acc.mma.p0", "acc.mma.p1", "acc.mma.K"]
 
 
 def test_reorder_of_bound_loops_adds_a_containment_obligation():
@@ -304,13 +304,13 @@ def test_reorder_of_bound_loops_adds_a_containment_obligation():
 
 # ============================================================================= tile
 @pytest.mark.parametrize("name,sizes,band,factors", [
-    ("gemm_i32", dict(M=10, N=11, K=13), ["mma3.p1", "mma3.p0"], [2, 2]),
-    ("gemm_i32", dict(M=10, N=11, K=13), ["mma3.p1", "mma3.p0", "mma3.K"], [2, 3, 4]),
+    ("gemm_i32", dict(M=10, N=11, K=13), ["acc.mma.p1", "acc.mma.p0"], [2, 2]),
+    ("gemm_i32", dict(M=10, N=11, K=13), ["acc.mma.p1", "acc.mma.p0", "acc.mma.K"], [2, 3, 4]),
     ("gemm_i32", dict(M=24, N=20, K=9), ["nest.0", "nest.1"], [2, 4]),
-    ("gemm", dict(M=7, N=6, K=5), ["load2.K", "load2.N"], [3, 2]),
-    ("softmax", dict(M=9, N=13), ["exp4.M", "exp4.N"], [2, 8]),
-    ("transpose", dict(M=10, N=7), ["load0.M", "load0.N"], [3, 2]),
-    ("transpose", dict(M=10, N=7), ["store1.M", "store1.N"], [2, 2]),  # given in another order than they nest
+    ("gemm", dict(M=7, N=6, K=5), ["b.load.K", "b.load.N"], [3, 2]),
+    ("softmax", dict(M=9, N=13), ["e.exp.M", "e.exp.N"], [2, 8]),
+    ("transpose", dict(M=10, N=7), ["a.load.M", "a.load.N"], [3, 2]),
+    ("transpose", dict(M=10, N=7), ["B.store.M", "B.store.N"], [2, 2]),  # given in another order than they nest
 ])
 def test_tile_preserves_results_and_orders_outers_before_inners(name, sizes, band, factors):
     s, inputs, config = make(name, sizes)
@@ -328,8 +328,8 @@ def test_tile_preserves_results_and_orders_outers_before_inners(name, sizes, ban
 
 def test_tile_tau_covers_the_old_box_once():
     s, _, _ = make("transpose", dict(M=10, N=7))
-    old = [loop_info(s, n) for n in ("load0.M", "load0.N")]
-    handles = s.tile(["load0.M", "load0.N"], [3, 2])
+    old = [loop_info(s, n) for n in ("a.load.M", "a.load.N")]
+    handles = s.tile(["a.load.M", "a.load.N"], [3, 2])
     t = s.transforms[-1]
     assert {v for v, _ in t.tau.pieces[0].subst} == {lp.var for lp in old}
     order = [v for v, _ in t.tau.pieces[0].subst]
@@ -341,7 +341,7 @@ def test_tile_tau_covers_the_old_box_once():
 
 def test_tile_composes_with_replay(tmp_path):
     s, inputs, config = make("gemm_i32", dict(M=10, N=11, K=13))
-    s.tile(["mma3.p1", "mma3.p0"], [2, 4])
+    s.tile(["acc.mma.p1", "acc.mma.p0"], [2, 4])
     path = tmp_path / "tiled.json"
     s.save(path)
     r = tc.Schedule.load(path, KERNELS["gemm_i32"][0])
@@ -351,20 +351,20 @@ def test_tile_composes_with_replay(tmp_path):
 
 def test_tile_preconditions():
     s, _, _ = make("gemm_i32", dict(M=10, N=11, K=13))
-    raises(s.tile, ["mma3.p1", "mma3.p0"], [2], match=r"sizes must be a non-empty list of positive ints, one per item of loops, got \[2\]: 2 item\(s\) in loops, 1 here")
-    raises(s.tile, ["mma3.p1", "mma3.p0"], [2, 0], match=r"sizes must be .*, got \[2, 0\]: item 1 \(0\) is not a positive int")
-    raises(s.tile, ["mma3.p1", "mma3.K"], [2, 2], match=r"not directly nested in 'mma3.p1'")
-    raises(s.tile, ["nest.1", "full0.p1"], [2, 2], match=r"not perfectly nested in 'nest.1'")
+    raises(s.tile, ["acc.mma.p1", "acc.mma.p0"], [2], match=r"sizes must be a non-empty list of positive ints, one per item of loops, got \[2\]: 2 item\(s\) in loops, 1 here")
+    raises(s.tile, ["acc.mma.p1", "acc.mma.p0"], [2, 0], match=r"sizes must be .*, got \[2, 0\]: item 1 \(0\) is not a positive int")
+    raises(s.tile, ["acc.mma.p1", "acc.mma.K"], [2, 2], match=r"not directly nested in 'acc.mma.p1'")
+    raises(s.tile, ["nest.1", "acc.full.p1"], [2, 2], match=r"not perfectly nested in 'nest.1'")
     assert s.history == []
 
 
 # ============================================================================= insert_unit / remove_unit
 @pytest.mark.parametrize("name,sizes,loop", [
     ("gemm_i32", dict(M=10, N=11, K=13), "k"),
-    ("softmax", dict(M=9, N=13), "reduce2.N"),
+    ("softmax", dict(M=9, N=13), "row_max.reduce.N"),
     ("transpose", dict(M=10, N=7), "nest.1"),
     ("scale_add", dict(N=22), "nest"),
-    ("stencil3", dict(N=13), "load0.N"),
+    ("stencil3", dict(N=13), "left.load.N"),
 ])
 def test_insert_unit_wraps_the_loop_and_remove_unit_undoes_it(name, sizes, loop):
     s, inputs, config = make(name, sizes)
@@ -393,7 +393,7 @@ def test_insert_unit_kind_and_name():
     ("scale_add", dict(N=3), {}, "nest"),               # extent (N + 3) // 4 is 1 for N = 3
     ("gemm_i32", dict(M=3, N=11, K=13), {}, "nest.0"),  # (M + 2) // 3
     ("gemm_i32", dict(M=10, N=11, K=5), {}, "k"),       # (K + 6) // 7
-    ("stencil3", dict(N=9), {"bn": 1}, "load1.N"),      # a constant extent 1
+    ("stencil3", dict(N=9), {"bn": 1}, "mid.load.N"),      # a constant extent 1
 ])
 def test_remove_unit_drops_a_loop_the_sizes_make_unit(name, sizes, config, loop):
     s, inputs, config = make(name, sizes, config)
@@ -425,7 +425,7 @@ def test_remove_unit_substitutes_a_nonzero_start():
 def test_remove_unit_preconditions():
     s, _, _ = make("gemm_i32", dict(M=10, N=11, K=13))
     raises(s.remove_unit, "nest.0", match=r"the extent \(\(M \+ 2\) // 3\) of 'nest.0' is not provably 1")
-    raises(s.remove_unit, "load1.M", match=r"the extent 3 of 'load1.M' is not provably 1")
+    raises(s.remove_unit, "a.load.M", match=r"the extent 3 of 'a.load.M' is not provably 1")
     symbolic = tc.schedule(KERNELS["scale_add"][0])  # N unbound: (N + 3) // 4 is 1 only for some N
     raises(symbolic.remove_unit, "nest", match=r"not provably 1")
     t, _, _ = make("scale_add", dict(N=3))
@@ -436,9 +436,9 @@ def test_remove_unit_preconditions():
 
 # ============================================================================= coalesce / reshape
 @pytest.mark.parametrize("name,sizes,band", [
-    ("gemm_i32", dict(M=10, N=11, K=13), ["mma3.p1", "mma3.p0", "mma3.K"][:2]),
-    ("gemm_i32", dict(M=10, N=11, K=13), ["load2.K", "load2.N"]),
-    ("softmax", dict(M=9, N=13), ["div6.M", "div6.N"]),
+    ("gemm_i32", dict(M=10, N=11, K=13), ["acc.mma.p1", "acc.mma.p0", "acc.mma.K"][:2]),
+    ("gemm_i32", dict(M=10, N=11, K=13), ["b.load.K", "b.load.N"]),
+    ("softmax", dict(M=9, N=13), ["y.div.M", "y.div.N"]),
     ("transpose", dict(M=10, N=7), ["nest.0", "nest.1"]),
 ])
 def test_coalesce_preserves_results(name, sizes, band):
@@ -462,11 +462,11 @@ def test_coalesce_three_loops_is_one_mixed_radix_level():
 
 @pytest.mark.parametrize("name,sizes,config,loop,extents", [
     ("scale_add", dict(N=22), {}, "nest", [2, 3]),                 # (22 + 3) // 4 = 6
-    ("stencil3", dict(N=22), {"bn": 8}, "load1.N", [2, 2, 2]),
+    ("stencil3", dict(N=22), {"bn": 8}, "mid.load.N", [2, 2, 2]),
     ("gemm_i32", dict(M=10, N=11, K=13), {}, "nest.0", [2, 2]),   # (10 + 2) // 3 = 4
-    ("gemm", dict(M=7, N=6, K=5), {}, "mma3.K", [7, 1]),
-    ("softmax", dict(M=9, N=13), {}, "load1.N", [4, 4]),
-    ("transpose", dict(M=10, N=7), {}, "store1.M", [2, 2]),
+    ("gemm", dict(M=7, N=6, K=5), {}, "acc.mma.K", [7, 1]),
+    ("softmax", dict(M=9, N=13), {}, "x.load.N", [4, 4]),
+    ("transpose", dict(M=10, N=7), {}, "B.store.M", [2, 2]),
 ])
 def test_reshape_preserves_results_and_builds_the_nest(name, sizes, config, loop, extents):
     s, inputs, config = make(name, sizes, config)
@@ -499,19 +499,19 @@ def test_reshape_then_swap_then_coalesce_on_the_1d_kernels(tmp_path):
 def test_coalesce_and_reshape_preconditions():
     s, _, _ = make("gemm_i32", dict(M=10, N=11, K=13))
     raises(s.coalesce, ["nest.1", "nest.0"], match=r"nest as nest.0 > nest.1, not in the order given")
-    raises(s.coalesce, ["mma3.p1", "mma3.p0", "mma3.K"], match=r"'mma3.p1' is parallel but 'mma3.K' is reduce")
+    raises(s.coalesce, ["acc.mma.p1", "acc.mma.p0", "acc.mma.K"], match=r"'acc.mma.p1' is parallel but 'acc.mma.K' is reduce")
     raises(s.coalesce, [], match=r"loops must be a list of 2 or more distinct loop names, got \[\]")
     raises(s.coalesce, ["nest.0"], match=r"loops must be a list of 2 or more")
     raises(s.reshape, "nest.0", [3, 2], match=r"cannot prove cardinality: the extent \(\(M \+ 2\) // 3\) of 'nest.0' "
                                               r"is not provably 3 \* 2 = 6")
-    raises(s.reshape, "load1.K", [7], match=r"extents must be a list of 2 or more positive ints, got \[7\]")
-    raises(s.reshape, "load1.K", [7, 0], match=r"extents must be .*: item 1 \(0\) is not a positive int")
-    raises(s.reshape, "load1.K", [7, 1], names=["a"], match=r"names must be a list of 2 or more distinct new loop names")
-    raises(s.reshape, "load1.K", [7, 1], names=["a", "k"], match=r"a loop named 'k' exists already")
+    raises(s.reshape, "a.load.K", [7], match=r"extents must be a list of 2 or more positive ints, got \[7\]")
+    raises(s.reshape, "a.load.K", [7, 0], match=r"extents must be .*: item 1 \(0\) is not a positive int")
+    raises(s.reshape, "a.load.K", [7, 1], names=["a"], match=r"names must be a list of 2 or more distinct new loop names")
+    raises(s.reshape, "a.load.K", [7, 1], names=["a", "k"], match=r"a loop named 'k' exists already")
     symbolic = tc.schedule(KERNELS["gemm_i32"][0])  # M unbound: (M + 2) // 3 is 4 only for some M
     raises(symbolic.reshape, "nest.0", [2, 2], match=r"cannot prove cardinality")
-    p = program_with(s, "load1.K", start=IConst(1))
-    raises(coalesce, p, ["load1.M", "load1.K"], match=r"'load1.K' must start at 0")
+    p = program_with(s, "a.load.K", start=IConst(1))
+    raises(coalesce, p, ["a.load.M", "a.load.K"], match=r"'a.load.K' must start at 0")
     assert s.history == []
 
 
@@ -519,12 +519,12 @@ def test_every_op_replays_from_json(tmp_path):
     s, inputs, config = make("gemm_i32", dict(M=10, N=11, K=13))
     s.fuse("nest.0", "nest.1")
     s.insert_unit("k", name="kk")
-    s.tile(["load1.M", "load1.K"], [2, 4])
-    s.reorder(["mma3.K", "mma3.p1", "mma3.p0"])
-    s.swap("store4.M", "store4.N")
-    s.reshape("mma3.K", [7, 1], names=["ka", "kb"])
+    s.tile(["a.load.M", "a.load.K"], [2, 4])
+    s.reorder(["acc.mma.K", "acc.mma.p1", "acc.mma.p0"])
+    s.swap("C.store.M", "C.store.N")
+    s.reshape("acc.mma.K", [7, 1], names=["ka", "kb"])
     s.remove_unit("kb")
-    s.coalesce(["load2.K", "load2.N"])
+    s.coalesce(["b.load.K", "b.load.N"])
     s.remove_unit("kk")
     path = tmp_path / "all.json"
     s.save(path)

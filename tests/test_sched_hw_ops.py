@@ -142,15 +142,15 @@ def test_bind_gemm_to_grid_and_block_slots():
     s.bind("nest.0", "grid0")
     assert kinds(s) == ["noninterference", "containment", "hardware_limits"]
     s.bind("nest.1", "grid1")
-    s.bind("mma3.p1", "block1")
-    s.bind("mma3.p0", "block0")
-    s.bind("store4.M", "block1")
-    s.bind("store4.N", "block0")
+    s.bind("acc.mma.p1", "block1")
+    s.bind("acc.mma.p0", "block0")
+    s.bind("C.store.M", "block1")
+    s.bind("C.store.N", "block0")
     assert s.transforms[-1].tau.pieces == ()  # bind is the identity on coordinates
     assert [r for r in tree(s) if r[4]] == [
         (0, "nest.0", 3, "parallel", "grid0"), (1, "nest.1", 2, "parallel", "grid1"),
-        (3, "mma3.p1", 3, "parallel", "block1"), (4, "mma3.p0", 5, "parallel", "block0"),
-        (2, "store4.M", 3, "parallel", "block1"), (3, "store4.N", 5, "parallel", "block0")]
+        (3, "acc.mma.p1", 3, "parallel", "block1"), (4, "acc.mma.p0", 5, "parallel", "block0"),
+        (2, "C.store.M", 3, "parallel", "block1"), (3, "C.store.N", 5, "parallel", "block0")]
     containment = s.transforms[4].obligations[1]
     assert "nest.0=grid0, nest.1=grid1" in containment.formula
     check()
@@ -158,7 +158,7 @@ def test_bind_gemm_to_grid_and_block_slots():
 
 def test_bind_rendering_kinds_and_serial_removes_the_binding():
     s, check = make("transpose", M=10, N=7)
-    for name, kind in [("nest.0", "core"), ("load0.N", "vector"), ("store1.M", "unrolled"), ("load0.M", "warp"),
+    for name, kind in [("nest.0", "core"), ("a.load.N", "vector"), ("B.store.M", "unrolled"), ("a.load.M", "warp"),
                        ("nest.1", "lane")]:
         s.bind(name, kind)
         assert loop(s, name).binding == kind
@@ -166,7 +166,7 @@ def test_bind_rendering_kinds_and_serial_removes_the_binding():
             assert kinds(s) == ["noninterference", "containment"]  # no hardware limit to fit
     assert kinds(s) == ["noninterference", "containment", "hardware_limits"]
     check()
-    s.bind("store1.M", "unrolled")
+    s.bind("B.store.M", "unrolled")
     assert kinds(s) == []  # running each iteration once, in order, is always admitted
     s.bind("nest.0", "serial")
     assert kinds(s) == [] and loop(s, "nest.0").binding is None
@@ -179,11 +179,11 @@ def test_bind_ordered_loops_list_dependence_and_reduce_loops_list_noninterferenc
     assert kinds(s)[:2] == ["noninterference", "dependence"]
     assert "pipeline" in s.transforms[-1].obligations[1].formula
     s, check = make("softmax", M=9, N=13)
-    s.bind("reduce5.N", "lane")  # the checker disproves this one: updates of one cell never commute in parallel
+    s.bind("reduce.reduce.N", "lane")  # the checker disproves this one: updates of one cell never commute in parallel
     ob = s.transforms[-1].obligations[0]
-    assert ob.kind == "noninterference" and "a reduce loop" in ob.formula and ob.loops == ("reduce5.N",)
+    assert ob.kind == "noninterference" and "a reduce loop" in ob.formula and ob.loops == ("reduce.reduce.N",)
     assert "dependence" not in kinds(s)
-    with pytest.raises(tc.NoninterferenceError, match=r"reduce5\.N: instances \(0, 0, 0\) and \(0, 0, \d+\)"):
+    with pytest.raises(tc.NoninterferenceError, match=r"reduce\.reduce\.N: instances \(0, 0, 0\) and \(0, 0, \d+\)"):
         check()  # the lanes' updates of one cell race in the scheduled program too
 
 
@@ -216,8 +216,8 @@ def test_bind_preconditions():
 def test_unroll_marks_the_loop():
     s, check = make("stencil", N=13)
     before = tree(s)
-    assert s.unroll("add5.N") == ()
-    assert tree(s) == [r[:4] + ("unrolled",) if r[1] == "add5.N" else r for r in before]
+    assert s.unroll("add.add.N") == ()
+    assert tree(s) == [r[:4] + ("unrolled",) if r[1] == "add.add.N" else r for r in before]
     assert s.transforms[-1].tau.pieces == () and kinds(s) == []
     check()
 
@@ -225,20 +225,20 @@ def test_unroll_marks_the_loop():
 def test_unroll_materialize_register_blocks_gemm_with_shared_loads():
     for name in ("gemm_i32", "gemm"):
         s, check = make(name, {"bm": 3, "bn": 2, "bk": 4}, M=7, N=6, K=15)
-        s.unroll("mma3.K", materialize=True)
-        assert [r[1] for r in tree(s) if r[1].startswith("mma3")] == ["mma3.p1", "mma3.p0"]
+        s.unroll("acc.mma.K", materialize=True)
+        assert [r[1] for r in tree(s) if r[1].startswith("acc.mma")] == ["acc.mma.p1", "acc.mma.p0"]
         assert kinds(s) == ["coverage", "dependence"]
         assert [dict(p.subst)[11] for p in s.transforms[-1].tau.pieces] == [IConst(k) for k in range(4)]
-        assert s.unroll("mma3.p0", materialize=True) == ()
-        body = loop(s, "mma3.p1").body.ops
+        assert s.unroll("acc.mma.p0", materialize=True) == ()
+        body = loop(s, "acc.mma.p1").body.ops
         accums = [st for st in body if isinstance(st, L.Accum)]
         assert len(accums) == 8 and [st.index[1] for st in accums] == [IConst(0)] * 4 + [IConst(1)] * 4
         # each row element a[i, k] is loaded once into a scalar temporary and reused by both j copies
         temps = [st for st in body if isinstance(st, L.Decl)]
-        assert [d.buf.shape for d in temps] == [()] * 4 and all(d.buf.name.startswith("t2_cse") for d in temps)
+        assert [d.buf.shape for d in temps] == [()] * 4 and all(d.buf.name.startswith("a_cse") for d in temps)
         loads = [ld for st in body if isinstance(st, (L.Assign, L.Accum)) for ld in L.loads(st.value)]
-        assert sorted(str(ld.index) for ld in loads if ld.buf == "t2") == sorted(
-            str((IVar(loop(s, "mma3.p1").var, 0), IConst(k))) for k in range(4))
+        assert sorted(str(ld.index) for ld in loads if ld.buf == "a") == sorted(
+            str((IVar(loop(s, "acc.mma.p1").var, 0), IConst(k))) for k in range(4))
         check()
 
 
@@ -246,8 +246,8 @@ def test_unroll_materialize_of_a_broadcast_scalar_declares_its_temporary_and_is_
     # every copy reads t0[]: CSE shares it through t0_cse, which only its declaration (a Forward of
     # t0[]) tells apart from a copy of t0's declaration
     s, check = make("broadcast", N=8)
-    s.unroll("add2.N", materialize=True)
-    assert s.transforms[-1].datamaps == (Forward("t0_cse", L.Ld("t0", (), "i32")),)
+    s.unroll("add.add.N", materialize=True)
+    assert s.transforms[-1].datamaps == (Forward("first_cse", L.Ld("first", (), "i32")),)
     r = s.check()
     assert r.ok and r.counts()["proved"] == len(list(r)), r.explain()
     check()
@@ -255,27 +255,27 @@ def test_unroll_materialize_of_a_broadcast_scalar_declares_its_temporary_and_is_
 
 def test_buffers_an_op_mints_without_declaring_them_are_never_matched():
     s, _ = make("broadcast", N=8)
-    s.unroll("add2.N", materialize=True)
+    s.unroll("add.add.N", materialize=True)
     t = s.transforms[-1]
     r = check_transform(s.programs[0], s.programs[1], t.tau, s.sizes, replay=False)  # no datamaps given
     for kind in ("coverage", "prefix_cut", "dependence"):
         (v,) = r.verdicts(kind)
-        assert v.status == "unknown" and "(t0_cse) without declaring what they hold" in v.reason, v
+        assert v.status == "unknown" and "(first_cse) without declaring what they hold" in v.reason, v
 
 
 def test_unroll_materialize_copies_inner_loops_and_buffers_under_fresh_names():
     s, check = make("gemm_i32", M=7, N=6, K=15)  # bk = 7: the pipeline runs ceil(15 / 7) = 3 steps
     handles = s.unroll("k", materialize=True)
     assert handles == tuple(f"{n}.u{k}" for k in range(3) for n in
-                            ("load1.M", "load1.K", "load2.K", "load2.N", "mma3.p1", "mma3.p0", "mma3.K"))
+                            ("a.load.M", "a.load.K", "b.load.K", "b.load.N", "acc.mma.p1", "acc.mma.p0", "acc.mma.K"))
     assert "k" not in [r[1] for r in tree(s)]
     decls = [st.buf.name for st in ir.walk(s.program.body) if isinstance(st, L.Decl)]
-    assert {"t2_u0", "t2_u1", "t2_u2", "t3_u2"} <= set(decls) and len(decls) == len(set(decls))
+    assert {"a_u0", "a_u1", "a_u2", "b_u2"} <= set(decls) and len(decls) == len(set(decls))
     renamed = {d.buffer: d.original for d in s.transforms[-1].datamaps if isinstance(d, Renamed)}
-    assert renamed == {f"{b}_u{k}": b for b in ("t2", "t3") for k in range(3)}
+    assert renamed == {f"{b}_u{k}": b for b in ("a", "b") for k in range(3)}
     assert len(s.transforms[-1].tau.pieces) == 3
     check()
-    s.split("load1.K.u2", 2)  # the copies are separately schedulable
+    s.split("a.load.K.u2", 2)  # the copies are separately schedulable
     check()
 
 
@@ -283,9 +283,9 @@ def test_unroll_materialize_lets_the_simplifier_decide_the_copies_guards():
     s, check = make("stencil", N=13)
     s.partition("nest", [1])
     before = guards_in(s, "nest.s0")["selects"]
-    s.unroll("load0.N.s0", materialize=True)
+    s.unroll("left.load.N.s0", materialize=True)
     body = loop(s, "nest.s0").body.ops
-    copies = [st for st in body if isinstance(st, L.Assign) and st.buf == "t0_s0"]
+    copies = [st for st in body if isinstance(st, L.Assign) and st.buf == "left_s0"]
     assert [st.value for st in copies[:1]] == [ZERO]  # X[-1] is out of bounds: the select folds to its fallback
     assert all(isinstance(st.value, L.Ld) for st in copies[1:])
     assert guards_in(s, "nest.s0")["selects"] == before - 1
@@ -334,8 +334,8 @@ def test_unroll_preconditions():
     s, _ = make("gemm", M=7, N=6, K=15)
     raises(s.unroll, "k", materialize=1, match="materialize must be a bool")
     raises(s.unroll, "nope", match="no loop named")
-    s.bind("mma3.p1", "block0")
-    raises(s.unroll, "mma3.p1", materialize=True, match="bound to block0")
+    s.bind("acc.mma.p1", "block0")
+    raises(s.unroll, "acc.mma.p1", materialize=True, match="bound to block0")
     symbolic = tc.schedule(EXAMPLES["gemm"].kernel, M=7, N=6)  # K is not bound: the pipeline's extent is symbolic
     err = raises(symbolic.unroll, "k", materialize=True, match="not a constant range")
     assert "split" in err.hint
@@ -399,23 +399,23 @@ def test_partition_gemm_at_the_last_full_block():
     assert len(conds("nest.0.s0")) == 1 and "M" not in conds("nest.0.s0")[0]  # only the column guard is left
     assert "M" in conds("nest.0.s1")[0]
     assert [r[1] for r in tree(s) if r[0] == 0] == ["nest.0.s0", "nest.0.s1"]
-    assert "nest.1.s0" in [r[1] for r in tree(s)] and "mma3.K.s1" in [r[1] for r in tree(s)]
+    assert "nest.1.s0" in [r[1] for r in tree(s)] and "acc.mma.K.s1" in [r[1] for r in tree(s)]
     check()
 
 
 def test_softmax_partition_pad_unroll():
     s, check = make("softmax", M=9, N=13)  # bc = 16 columns per row block, 13 of them valid
-    assert s.partition_breakpoints("nest") == [2] and s.partition_breakpoints("store7.N") == [13]
-    s.partition("store7.N", [13])
-    assert loop(s, "store7.N.s1").body.ops == ()  # columns 13..15 store nothing: the guard folded to false
-    (guard,) = [st for st in ir.walk(loop(s, "store7.N.s0").body) if isinstance(st, L.If)]
+    assert s.partition_breakpoints("nest") == [2] and s.partition_breakpoints("Y.store.N") == [13]
+    s.partition("Y.store.N", [13])
+    assert loop(s, "Y.store.N.s1").body.ops == ()  # columns 13..15 store nothing: the guard folded to false
+    (guard,) = [st for st in ir.walk(loop(s, "Y.store.N.s0").body) if isinstance(st, L.If)]
     assert "N" not in str(guard.cond)  # only the row guard is left
     check()
     s.pad("nest", 2)
     assert [r[2] for r in tree(s) if r[1] == "nest"] == [4]
     check()
-    s.unroll("reduce2.N", materialize=True)
-    assert "reduce2.N" not in [r[1] for r in tree(s)]
+    s.unroll("row_max.reduce.N", materialize=True)
+    assert "row_max.reduce.N" not in [r[1] for r in tree(s)]
     check()
 
 
@@ -462,21 +462,21 @@ def test_pad_is_the_identity_when_it_divides():
     assert s.program == before and s.transforms[-1].tau.pieces == () and kinds(s) == []
     s, _ = make("gemm", {"bk": 7}, M=7, N=6, K=15)
     before = s.program
-    s.pad("mma3.K", 7)
+    s.pad("acc.mma.K", 7)
     assert s.program == before
 
 
 def test_pad_reduce_and_data_movement_loops():
     s, check = make("gemm_i32", {"bk": 4}, M=7, N=6, K=15)
-    s.pad("mma3.K", 3)  # 4 -> 6: the two pad iterations add nothing
-    assert [r for r in tree(s) if r[1] == "mma3.K"] == [(5, "mma3.K", 6, "reduce", None)]
-    accum = next(st for st in ir.walk(loop(s, "mma3.K").body) if isinstance(st, L.If))
+    s.pad("acc.mma.K", 3)  # 4 -> 6: the two pad iterations add nothing
+    assert [r for r in tree(s) if r[1] == "acc.mma.K"] == [(5, "acc.mma.K", 6, "reduce", None)]
+    accum = next(st for st in ir.walk(loop(s, "acc.mma.K").body) if isinstance(st, L.If))
     assert isinstance(accum.body.ops[0], L.Accum)
     check()
     s, check = make("transpose", M=10, N=7)
     s.pad("nest.1", 2)
-    s.pad("store1.M", 8)
-    assert [r[2] for r in tree(s) if r[1] in ("nest.1", "store1.M")] == [4, 8]
+    s.pad("B.store.M", 8)
+    assert [r[2] for r in tree(s) if r[1] in ("nest.1", "B.store.M")] == [4, 8]
     check()
 
 
@@ -504,45 +504,45 @@ def test_pad_preconditions():
 # ============================================================================ expand_zero
 def test_expand_zero_gemm_accumulator():
     s, check = make("gemm", M=7, N=6, K=15)
-    assert s.expand_zero("t0") == ("t0.zero0", "t0.zero1")
-    assert tree(s)[2:4] == [(2, "t0.zero0", 3, "parallel", None), (3, "t0.zero1", 5, "parallel", None)]
-    assert "full0.p1" not in [r[1] for r in tree(s)]
+    assert s.expand_zero("acc") == ("acc.zero0", "acc.zero1")
+    assert tree(s)[2:4] == [(2, "acc.zero0", 3, "parallel", None), (3, "acc.zero1", 5, "parallel", None)]
+    assert "acc.full.p1" not in [r[1] for r in tree(s)]
     assert kinds(s) == ["coverage", "noninterference"]
     check()
-    s.split("t0.zero1", 2)  # now schedulable like the computation that follows it
-    s.bind("t0.zero0", "block1")
-    s.bind("t0.zero1.i", "block0")
+    s.split("acc.zero1", 2)  # now schedulable like the computation that follows it
+    s.bind("acc.zero0", "block1")
+    s.bind("acc.zero1.i", "block0")
     check()
 
 
 def test_expand_zero_restores_the_axis_order():
     s, check = make("gemm", M=7, N=6, K=15)
-    s.swap("full0.p1", "full0.p0")
-    assert [r[1:3] for r in tree(s)[2:4]] == [("full0.p0", 5), ("full0.p1", 3)]
-    rows, cols = loop(s, "full0.p1").var, loop(s, "full0.p0").var  # t0[rows, cols] = 0, cols outermost
-    s.expand_zero("t0")
-    assert [r[1:3] for r in tree(s)[2:4]] == [("t0.zero0", 3), ("t0.zero1", 5)]
+    s.swap("acc.full.p1", "acc.full.p0")
+    assert [r[1:3] for r in tree(s)[2:4]] == [("acc.full.p0", 5), ("acc.full.p1", 3)]
+    rows, cols = loop(s, "acc.full.p1").var, loop(s, "acc.full.p0").var  # acc[rows, cols] = 0, cols outermost
+    s.expand_zero("acc")
+    assert [r[1:3] for r in tree(s)[2:4]] == [("acc.zero0", 3), ("acc.zero1", 5)]
     (piece,) = s.transforms[-1].tau.pieces
-    assert dict(piece.subst) == {rows: IVar(loop(s, "t0.zero0").var, 0), cols: IVar(loop(s, "t0.zero1").var, 0)}
+    assert dict(piece.subst) == {rows: IVar(loop(s, "acc.zero0").var, 0), cols: IVar(loop(s, "acc.zero1").var, 0)}
     check()
 
 
 def test_expand_zero_of_an_add_reduction_init():
     s, check = make("softmax", M=9, N=13)
-    assert s.expand_zero("t5") == "t5.zero0"  # one handle comes back as a str
-    raises(s.expand_zero, "t2", match="no whole-buffer zeroing of 't2'")  # the max reduction starts at -inf
+    assert s.expand_zero("reduce") == "reduce.zero0"  # one handle comes back as a str
+    raises(s.expand_zero, "row_max", match="no whole-buffer zeroing of 'row_max'")  # the max reduction starts at -inf
     check()
 
 
 def test_expand_zero_preconditions():
     s, _ = make("transpose", M=10, N=7)
-    raises(s.expand_zero, "t0", match="no whole-buffer zeroing")
+    raises(s.expand_zero, "a", match="no whole-buffer zeroing")
     raises(s.expand_zero, "nope", match="no buffer named 'nope'")
     s, _ = make("softmax", M=9, N=13)
-    raises(s.expand_zero, "t0", match="scalar")
+    raises(s.expand_zero, "full", match="scalar")
     s, _ = make("gemm", M=7, N=6, K=15)
-    s.partition("full0.p1", [1])  # two partial zeroings: neither covers the whole buffer
-    raises(s.expand_zero, "t0", match="no whole-buffer zeroing")
+    s.partition("acc.full.p1", [1])  # two partial zeroings: neither covers the whole buffer
+    raises(s.expand_zero, "acc", match="no whole-buffer zeroing")
     zero = lambda v: _loop(v, f"z{v}", [L.Assign("Y", (IVar(v, 0),), ZERO)])  # noqa: E731
     p = _program([zero(0), zero(1)], "Y")
     raises(expand_zero, p, "Y", match="2 statements zero the whole of 'Y'")
@@ -556,11 +556,11 @@ def test_expand_zero_preconditions():
 # ============================================================================ replay
 def test_save_and_load_replay_every_op(tmp_path):
     s, check = make("gemm_i32", {"bm": 3, "bn": 2, "bk": 4}, M=7, N=6, K=15)
-    s.expand_zero("t0")
+    s.expand_zero("acc")
     s.pad("nest.1", 2)
     s.partition("nest.0", s.partition_breakpoints("nest.0"))
-    s.unroll("mma3.K.s0", materialize=True)
-    s.unroll("mma3.p0.s0")
+    s.unroll("acc.mma.K.s0", materialize=True)
+    s.unroll("acc.mma.p0.s0")
     s.bind("nest.0.s0", "grid0")
     s.bind("nest.1.s0", "grid1")
     check()

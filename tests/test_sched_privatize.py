@@ -58,12 +58,12 @@ def raises(fn, *args, match):
 def register_block(name, rows, **sizes):
     """The C benchmark's schedule: rows x bn register blocks of the tile product, privatized across K."""
     s = tc.schedule(EXAMPLES[name].kernel, **sizes)
-    s.split("mma3.p1", rows, outer="mo", inner="mi")
-    s.reorder(["mo", "mma3.K", "mi", "mma3.p0"])
+    s.split("acc.mma.p1", rows, outer="mo", inner="mi")
+    s.reorder(["mo", "acc.mma.K", "mi", "acc.mma.p0"])
     segments = s.partition("mo", s.partition_breakpoints("mo"))
     vector = []
     for seg in (segment.split(".")[-1] for segment in segments):
-        _, init_cols, _, store_cols = s.privatize("t0", f"mma3.K.{seg}")
+        _, init_cols, _, store_cols = s.privatize("acc", f"acc.mma.K.{seg}")
         vector += [init_cols, store_cols, *s.unroll(f"mi.{seg}", materialize=True)]
     for loop in vector:
         s.bind(loop, "vector")
@@ -77,13 +77,13 @@ def test_privatize_across_the_reduction_loop_is_a_scalar_accumulator(name):
     arrays = inputs(name, **sizes)
     base = tc.schedule(EXAMPLES[name].kernel, **sizes)
     s = tc.schedule(EXAMPLES[name].kernel, **sizes)
-    assert s.privatize("t0", "mma3.K") == ()  # no tile axis: no transfer loops
-    assert decl(s, "t0.acc").shape == ()
-    p0 = next(lp for lp in L.loops(s.program.body) if lp.name == "mma3.p0")
+    assert s.privatize("acc", "acc.mma.K") == ()  # no tile axis: no transfer loops
+    assert decl(s, "acc.acc").shape == ()
+    p0 = next(lp for lp in L.loops(s.program.body) if lp.name == "acc.mma.p0")
     init, k, store = p0.body.ops[1:]
-    assert (init.buf, init.index, init.value.buf, init.value.index) == ("t0.acc", (), "t0", (IVar(9, 0), IVar(10, 0)))
-    assert k.name == "mma3.K" and k.body.ops[0].buf == "t0.acc" and k.body.ops[0].index == ()
-    assert (store.buf, store.value.buf) == ("t0", "t0.acc")
+    assert (init.buf, init.index, init.value.buf, init.value.index) == ("acc.acc", (), "acc", (IVar(9, 0), IVar(10, 0)))
+    assert k.name == "acc.mma.K" and k.body.ops[0].buf == "acc.acc" and k.body.ops[0].index == ()
+    assert (store.buf, store.value.buf) == ("acc", "acc.acc")
     assert tree(s) == tree(base)
     assert_same(s, base, arrays)
     if EXAMPLES[name].exact:
@@ -96,13 +96,13 @@ def test_privatize_across_the_pipeline_is_a_tile_of_the_accumulator(name):
     arrays = inputs(name, **sizes)
     base = tc.schedule(EXAMPLES[name].kernel, **sizes)
     s = tc.schedule(EXAMPLES[name].kernel, **sizes)
-    assert s.privatize("t0", "k") == ("t0.acc.init0", "t0.acc.init1", "t0.acc.store0", "t0.acc.store1")
-    assert decl(s, "t0.acc").shape == (IConst(3), IConst(5))
+    assert s.privatize("acc", "k") == ("acc.acc.init0", "acc.acc.init1", "acc.acc.store0", "acc.acc.store1")
+    assert decl(s, "acc.acc").shape == (IConst(3), IConst(5))
     names = [name for _, name, *_ in tree(s)]
-    assert names.index("t0.acc.init1") < names.index("k") < names.index("t0.acc.store0") < names.index("store4.M")
-    assert ("parallel", None) == tree(s)[names.index("t0.acc.init0")][3:]
+    assert names.index("acc.acc.init1") < names.index("k") < names.index("acc.acc.store0") < names.index("C.store.M")
+    assert ("parallel", None) == tree(s)[names.index("acc.acc.init0")][3:]
     accesses = {st.buf for st in ir.walk(s.program.body) if isinstance(st, L.Accum)}
-    assert accesses == {"t0.acc"}
+    assert accesses == {"acc.acc"}
     assert_same(s, base, arrays)
     if EXAMPLES[name].exact:
         np.testing.assert_array_equal(results(s, arrays)["C"], arrays["A"] @ arrays["B"])
@@ -114,14 +114,14 @@ def test_privatize_the_row_sums_across_the_column_tiles():
     base = tc.schedule(EXAMPLES["rowreduce"].kernel, **sizes)
     s = tc.schedule(EXAMPLES["rowreduce"].kernel, **sizes)
     # t0 is read by the add (index r10) and written by the copy (index r23): one outer part, 0
-    assert s.privatize("t0", "j") == ("t0.acc.init0", "t0.acc.store0")
-    assert decl(s, "t0.acc").shape == (IConst(4),)
+    assert s.privatize("total", "j") == ("total.acc.init0", "total.acc.store0")
+    assert decl(s, "total.acc").shape == (IConst(4),)
     j = next(lp for lp in L.loops(s.program.body) if lp.name == "j")
     inside = {st.buf for st in ir.walk(j.body) if isinstance(st, L.Assign)}
-    assert "t0.acc" in inside and "t0" not in inside
+    assert "total.acc" in inside and "total" not in inside
     # the per-column-tile reduction, privatized across its own reduce loop: a scalar per row
-    assert s.privatize("t7", "reduce4.N") == ()
-    assert decl(s, "t7.acc").shape == ()
+    assert s.privatize("reduce", "reduce.reduce.N") == ()
+    assert decl(s, "reduce.acc").shape == ()
     assert_same(s, base, arrays)
     want = EXAMPLES["rowreduce"].reference(arrays)
     np.testing.assert_allclose(results(s, arrays)["S"], want[0], rtol=1e-5)
@@ -132,11 +132,11 @@ def test_register_block_schedule_matches_in_the_interpreter_and_in_c():
     arrays = inputs("gemm_i32", M=13, N=10, K=9)
     s = register_block("gemm_i32", 3, **sizes)
     mo = next(lp for lp in L.loops(s.program.body) if lp.name == "mo.s0")
-    k = next(lp for lp in L.loops(mo.body) if lp.name == "mma3.K.s0")
+    k = next(lp for lp in L.loops(mo.body) if lp.name == "acc.mma.K.s0")
     # rows materialized: three vector loops whose tile indices are constants
-    assert [lp.name for lp in k.body.ops] == ["mma3.p0.s0.u0", "mma3.p0.s0.u1", "mma3.p0.s0.u2"]
+    assert [lp.name for lp in k.body.ops] == ["acc.mma.p0.s0.u0", "acc.mma.p0.s0.u1", "acc.mma.p0.s0.u2"]
     assert [lp.body.ops[0].index[0] for lp in k.body.ops] == [IConst(0), IConst(1), IConst(2)]
-    assert decl(s, "t0.acc").shape == (IConst(3), IConst(8))
+    assert decl(s, "acc.acc").shape == (IConst(3), IConst(8))
     want = arrays["A"] @ arrays["B"]
     np.testing.assert_array_equal(results(s, arrays)["C"], want)
     c = {k: v.copy() for k, v in arrays.items()}
@@ -153,10 +153,10 @@ def op_verdicts(report, k):
 
 
 @pytest.mark.parametrize("name", ["gemm", "gemm_i32"])
-@pytest.mark.parametrize("over", ["mma3.K", "k"])
+@pytest.mark.parametrize("over", ["acc.mma.K", "k"])
 def test_checker_proves_privatize_on_gemm(name, over):
     s = tc.schedule(EXAMPLES[name].kernel, M=5, N=6, K=7)
-    s.privatize("t0", over)
+    s.privatize("acc", over)
     report = s.check()
     assert all(r.verdict.proved for r in report), [r for r in report if not r.verdict.proved]
     assert set(TRANSFORM) <= set(op_verdicts(report, 0))
@@ -164,8 +164,8 @@ def test_checker_proves_privatize_on_gemm(name, over):
 
 def test_checker_proves_privatize_on_the_row_reduction():
     s = tc.schedule(EXAMPLES["rowreduce"].kernel, M=10, N=13)
-    s.privatize("t0", "j")
-    s.privatize("t7", "reduce4.N")
+    s.privatize("total", "j")
+    s.privatize("reduce", "reduce.reduce.N")
     report = s.check()
     assert all(r.verdict.proved for r in report), [r for r in report if not r.verdict.proved]
 
@@ -179,12 +179,12 @@ def test_checker_proves_the_register_block_schedule():
 def test_restored_program_computes_what_the_privatized_one_computes():
     """The checker compares the privatized program through its restored form: the two agree."""
     s = tc.schedule(EXAMPLES["gemm_i32"].kernel, M=5, N=6, K=7)
-    s.privatize("t0", "k")
+    s.privatize("acc", "k")
     m = Model(s.program, s.sizes)
     (d,) = s.transforms[-1].datamaps
-    assert isinstance(d, Copy) and (d.buffer, d.source) == ("t0.acc", "t0")
-    restored, _ = forwarding.restore_copies(m, [(b, d) for b in m.buffers if b.name == "t0.acc"], 2000)
-    assert not any(isinstance(st, L.Decl) and st.buf.name == "t0.acc" for st in ir.walk(restored.body))
+    assert isinstance(d, Copy) and (d.buffer, d.source) == ("acc.acc", "acc")
+    restored, _ = forwarding.restore_copies(m, [(b, d) for b in m.buffers if b.name == "acc.acc"], 2000)
+    assert not any(isinstance(st, L.Decl) and st.buf.name == "acc.acc" for st in ir.walk(restored.body))
     arrays = inputs("gemm_i32", M=5, N=6, K=7)
     got = {k: v.copy() for k, v in arrays.items()}
     interpret_loops(restored, s.sizes, got)
@@ -328,15 +328,15 @@ def _add(index, guard=None):
 
 def test_preconditions():
     s = tc.schedule(EXAMPLES["gemm"].kernel, M=7, N=9, K=11)
-    raises(s.privatize, "t0", "mma3.p0", match="loop 'mma3.p0' is parallel")
+    raises(s.privatize, "acc", "acc.mma.p0", match="loop 'acc.mma.p0' is parallel")
     raises(s.privatize, "nope", "k", match="no buffer named 'nope'")
     raises(s.privatize, "C", "k", match="no accesses of 'C' under loop 'k'")
     raises(s.privatize, "A", "k", match=r"'A' is not written under loop 'k' \(no accumulation\)")
-    raises(s.privatize, "t2", "k", match="'t2' is declared inside the loop")
-    raises(s.privatize, "t0", "nope", match="no loop named 'nope'")
-    s.reorder(["mma3.K", "mma3.p1", "mma3.p0"])
-    s.bind("mma3.p0", "lane")
-    raises(s.privatize, "t0", "mma3.K", match="loop 'mma3.p0' inside 'mma3.K' is bound to lane")
+    raises(s.privatize, "a", "k", match="'a' is declared inside the loop")
+    raises(s.privatize, "acc", "nope", match="no loop named 'nope'")
+    s.reorder(["acc.mma.K", "acc.mma.p1", "acc.mma.p0"])
+    s.bind("acc.mma.p0", "lane")
+    raises(s.privatize, "acc", "acc.mma.K", match="loop 'acc.mma.p0' inside 'acc.mma.K' is bound to lane")
 
     i, j = IVar(0, 0), IVar(1, 0)
     reads_over = _program([_loop(0, "i", [_add((i,))])], "X")

@@ -76,7 +76,7 @@ def test_assert_matches_passes_compiled_c_and_catches_a_wrong_backend():
 def test_assert_matches_fails_an_unproved_schedule_even_when_trials_agree():
     s = tc.schedule(EXAMPLES["gemm_i32"].kernel, M=6, N=5, K=7)
     s.bind("nest.0", "core")  # proved; now a schedule the checker cannot prove: a race on C across cores
-    s.bind("mma3.K", "core")
+    s.bind("acc.mma.K", "core")
     with pytest.raises(AssertionError, match="NOT PROVED"):
         testing.assert_matches(s, trials=1)
 

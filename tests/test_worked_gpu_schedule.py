@@ -15,8 +15,8 @@ def test_the_worked_schedule_binds_tiles_to_blocks_and_elements_to_threads():
     s = gemm_gpu(32)
     bound = {lp.name: lp.binding for lp in s.loops() if lp.binding}
     assert bound["nest.0"] == "grid1" and bound["nest.1"] == "grid0"
-    assert bound["mma3.p1"] == "block1" and bound["mma3.p0"] == "block0"
-    assert "mma3.K" not in bound and "k" not in bound  # the contraction and the K pipeline stay serial
+    assert bound["acc.mma.p1"] == "block1" and bound["acc.mma.p0"] == "block0"
+    assert "acc.mma.K" not in bound and "k" not in bound  # the contraction and the K pipeline stay serial
     rng = np.random.default_rng(0)
     a, b = (rng.integers(-3, 4, (32, 32)).astype(np.float32) for _ in range(2))
     assert np.array_equal(s.run(A=a, B=b, C=np.zeros((32, 32), np.float32))["C"], a @ b)

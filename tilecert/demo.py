@@ -21,9 +21,9 @@ def gemm_schedule(gemm: tc.Kernel, n: int) -> tc.Schedule:
     s = tc.schedule(gemm, M=n, N=n, K=n, bm=16, bn=16, bk=8)
     s.tile(["nest.0", "nest.1"], [2, 2])
     s.bind("nest.0.o", "core")
-    s.split("mma3.p1", 4, outer="rows", inner="row")
+    s.split("acc.mma.p1", 4, outer="rows", inner="row")
     s.bind("row", "unrolled")
-    s.bind("mma3.p0", "vector")
+    s.bind("acc.mma.p0", "vector")
     return s
 
 

@@ -26,14 +26,14 @@ from typing import Any, Union
 import numpy as np
 
 from .. import ir
-from ..errors import SerializationError, TilecertError, UncheckedSizesWarning
+from ..errors import Loc, SerializationError, TilecertError, UncheckedSizesWarning, caller_loc
 from ..expand import expand
 from ..inputs import prepare_inputs
 from ..jsondata import parse_json
 from ..kernel import Kernel
 from ..limits import check_seed, check_size
 from ..loopinterp import interpret_loops
-from ..printer import format_program
+from ..printer import format_nest, format_program
 from ..serialize import digest
 from .base import LoopInfo, ScheduleError, loop_infos
 from ..transform import Transformed
@@ -57,6 +57,7 @@ class Schedule:
         self.program = self.initial
         self.history: list[tuple[str, dict[str, Any]]] = []
         self.transforms: list[Transformed] = []
+        self.call_sites: list[Loc] = []  # where each op of the history was called (the user's file:line)
         self.programs: list[ir.Program] = [self.initial]  # op k turns programs[k] into programs[k + 1]
 
     @classmethod
@@ -95,6 +96,7 @@ class Schedule:
         result = decl.fn(self.program, **params, **facts)
         self.program = simplify(result.program, self.sizes)
         self.history.append((op, params))
+        self.call_sites.append(caller_loc())
         self.transforms.append(result)
         self.programs.append(self.program)
         return result.handles
@@ -109,7 +111,12 @@ class Schedule:
         return partition_breakpoints(self.program, loop, bound_sizes=self.sizes)
 
     def loop_tree(self) -> str:
-        return "\n".join(str(lp) for lp in self.loops())
+        """The scheduled loop nest with its statements, bound sizes evaluated, each statement's DSL line."""
+        return format_nest(self.program, self.sizes)
+
+    def show(self) -> None:
+        """Print ``loop_tree()``."""
+        print(self.loop_tree())
 
     def explain(self) -> str:
         """Each op of the history with its tau and the obligations it hands the checker."""
