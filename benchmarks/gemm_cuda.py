@@ -74,10 +74,10 @@ def load_kernel(s: tc.Schedule, arch: str, folder: Path):
     """The schedule's kernel as a CuPy function, and its grid and block dimensions."""
     import cupy as cp
     proof = require(s, allow_unproved=False, action="benchmark")  # only a proved schedule is timed
-    lp, validation, source = lowered(s.program, s.sizes, proof)
-    if not validation.proved:
-        raise SystemExit(f"translation validation of the schedule is not proved:\n{validation}")
-    _, launches = plan(lp)
+    low, source = lowered(s.program, s.sizes, proof)
+    if not low.validation.proved:
+        raise SystemExit(f"translation validation of the schedule is not proved:\n{low.validation}")
+    _, launches = plan(low.lowered)
     if len(launches) != 1:
         raise SystemExit(f"expected one launch, the schedule has {len(launches)}")
     src, cubin = folder / "gemm.cu", folder / "gemm.cubin"

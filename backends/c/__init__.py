@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Mapping
 
 from tilecert.checker.gate import Proof
-from tilecert.lowering import Lowered, Validation, ValidationError, lower, validate
+from tilecert.lowering import Validation
+from tilecert.lowering.pipeline import Lowering, lower_for
 from tilecert.semantics import ir
 
 from ..text import c_comment
@@ -13,42 +14,36 @@ from .emit import emit_c, standalone_main
 from .runner import CKernel
 
 
-def validated(program: ir.Program, sizes: Mapping[str, int], threads: bool = False) -> tuple[Lowered, Validation]:
-    """The lowering of ``program`` (``lower``'s ``threads``) and its validation; a disproved coverage
-    verdict blocks everything."""
-    lp = lower(program, sizes, threads)
-    validation = validate(program, lp, sizes)
-    if any(v.status == "disproved" for v in validation.failures("coverage")):
-        raise ValidationError(validation, f"lowering of {program.name}")
-    return lp, validation
-
-
 def status(validation: Validation) -> str:
     """What an emitted source's header says about its translation validation."""
     return "all obligations proved" if validation.proved else \
         f"{len(validation.failures())} obligations not proved for all sizes: validated per call for concrete sizes"
 
 
-def header(backend: str, lp: Lowered, proof: Proof, validation: Validation) -> str:
+def header(backend: str, low: Lowering, proof: Proof) -> str:
     """The comment block every emitted source starts with: what the checker proved of the schedule
-    (``Proof.lines``: counts, then a ``NOT PROVED`` line per open obligation) and, separately, what
-    translation validation proved of the lowering. Every line goes through ``c_comment``."""
-    lines = [f"tilecert {backend} backend: kernel {lp.name}"] + proof.lines() + \
-        [f"translation validation of the lowering: {status(validation)}"]
+    (``Proof.lines``: counts, then a ``NOT PROVED`` line per open obligation), what it proved of the
+    kernel with its placed barriers (CUDA: a ``NOT PROVED`` line per open obligation there) and,
+    separately, what translation validation proved of the lowering. Every line goes through ``c_comment``."""
+    lines = [f"tilecert {backend} backend: kernel {low.lowered.name}"] + proof.lines()
+    if low.barriers is not None:
+        lines += Proof.of(low.barriers, f"kernel {low.lowered.name} with its placed barriers").lines()
+    lines.append(f"translation validation of the lowering: {status(low.validation)}")
     return "".join(c_comment(line) + "\n" for line in lines)
 
 
 def emit(program: ir.Program, sizes: Mapping[str, int], proof: Proof) -> str:
     """Validated C source for ``program`` with ``sizes`` compiled in, headed by ``header``."""
-    lp, validation = validated(program, sizes)
-    return header("C", lp, proof, validation) + emit_c(lp)
+    low = lower_for("c", program, sizes)
+    return header("C", low, proof) + emit_c(low.lowered)
 
 
 def compile_c(program: ir.Program, sizes: Mapping[str, int], proof: Proof, sanitize: bool = False) -> CKernel:
     """Lower, validate, emit (headed by ``header``), build (cached) and load ``program`` with ``sizes``
     compiled in."""
-    lp, validation = validated(program, sizes)
-    source = header("C", lp, proof, validation) + emit_c(lp)
+    low = lower_for("c", program, sizes)
+    lp, validation = low.lowered, low.validation
+    source = header("C", low, proof) + emit_c(lp)
     flags = build.SANITIZE_FLAGS if sanitize else build.FLAGS
     if sanitize:
         source += "\n" + standalone_main(lp)
