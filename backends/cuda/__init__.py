@@ -28,7 +28,7 @@ def lowered(program: ir.Program, sizes: Mapping[str, int], proof: Proof) -> tupl
     then what is wrong: a barrier the phases need under control that differs between threads)."""
     low = lower_for("cuda", program, sizes)
     stated = {o.kind for o in proof.open if o.status == DISPROVED}
-    for r in low.barriers or ():
+    for r in low.barriers if low.barriers is not None else ():
         if r.kind in PLACEMENT and r.status == DISPROVED and r.kind not in stated:
             witness = "; ".join(r.verdict.witness.lines()) if r.verdict.witness else r.verdict.reason
             raise CudaUnsupported(f"the barriers placed in {program.name} disprove {r.kind}: {witness}",

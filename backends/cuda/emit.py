@@ -134,7 +134,7 @@ class CudaEmitter(Emitter):
                 self.emit(BARRIER[node.scope] + "  " + c_comment(f"{node.scope} barrier"), depth)
             elif isinstance(node, Alloc):
                 self.alloc(node, depth, p, level)
-            elif not self.launch.plan.private(level) and not isinstance(node, For):
+            elif not self.launch.plan.private(level) and thread_dim(node) is None:
                 raise CudaUnsupported(f"a statement of {self.lp.name} runs at the block level of a kernel, "
                                       "outside its thread loops",
                                       "lower through lowering.pipeline.lower_for, whose barrier pass places "
