@@ -8,7 +8,9 @@ loop form, so that the checker's ``noninterference`` (per barrier phase) and
 (``semantics.launch``) with thread dimensions ``D`` of launch extents ``E_d``:
 
 - **SPMD nest.** The block's body becomes one nest of loops ``t_d in [0, E_d)`` bound to the
-  dimensions (outermost first in ``NEST_ORDER``): every thread runs the whole body text.
+  dimensions: every thread runs the whole body text. A loop of the nest is parallel, or of the
+  kind of a non-parallel loop bound to its dimension (whose updates the lowering then makes
+  atomic, as before the rewrite).
 - **Thread loops** ``for i in [lo, hi)`` bound to ``d`` disappear: ``i := t_d`` in their body, and
   ``lo <= t_d < hi`` guards every effect below them (not their control: a thread outside the
   range follows it to its barriers, doing nothing).
@@ -16,8 +18,9 @@ loop form, so that the checker's ``noninterference`` (per barrier phase) and
   barrier) at a level where some dimensions are unbound is run once per coordinate of the
   bound ones: guarded by ``t_d == 0`` for each unbound ``d``.
 - **Shared buffers.** A ``Decl`` at such a level is hoisted into the SPMD nest just inside the
-  loops of the dimensions bound around it (so one copy per coordinate of them: these must be
-  a prefix of the nest), and a zero fill by the representative thread takes its place.
+  loops of the dimensions bound around it (one copy per coordinate of them: the nest puts
+  these outermost, in ``NEST_ORDER`` where that leaves a choice), and a zero fill by the
+  threads that share the copy takes its place (``Kernel.zero_fill``).
 - **Barriers.** Walking each sequence with the effects since the last barrier, a barrier is
   placed before a statement (or loop / guard) that writes a buffer those effects access or
   accesses one they write, and at the end of a loop body whose last effects conflict with the
@@ -42,7 +45,7 @@ from tilecert.semantics import ir
 from tilecert.semantics import launch as G
 from tilecert.semantics import loopir as L
 from tilecert.semantics.bindings import DEFAULT_TARGET, Target
-from tilecert.semantics.index import IBin, IConst, IExpr, IVar
+from tilecert.semantics.index import IBin, IConst, IExpr, IVar, ibin
 from tilecert.semantics.sched.base import fresh_var, map_node, substitute_many
 
 from .program import LoweringError
@@ -105,17 +108,15 @@ def _effects(node: object) -> tuple[set[str], set[str]]:
     return w, a
 
 
-def _holds(node: object, kinds: tuple[type, ...], thread_loops: bool) -> bool:
-    """Whether ``node`` contains a statement of ``kinds`` (or, with ``thread_loops``, a thread-bound loop)."""
-    for n in ir.walk(node.body) if isinstance(node, (L.Loop, L.If)) else ():
-        if isinstance(n, kinds) or (thread_loops and isinstance(n, L.Loop) and _dim(n) is not None):
-            return True
-    return False
+def _holds_barrier(node: object, or_thread_loop: bool) -> bool:
+    """Whether ``node`` contains a barrier (or, with ``or_thread_loop``, a thread-bound loop)."""
+    return any(isinstance(n, L.Barrier) or (or_thread_loop and isinstance(n, L.Loop) and _dim(n) is not None)
+               for n in (ir.walk(node.body) if isinstance(node, (L.Loop, L.If)) else ()))
 
 
 def _dim(lp: L.Loop) -> Optional[str]:
-    slot = G.Site(lp, "loop", binding=lp.binding).thread_dim
-    return slot
+    """The thread dimension a loop is bound to (``semantics.launch.Site.thread_dim``), or None."""
+    return G.Site(lp, "loop", binding=lp.binding).thread_dim
 
 
 # ----------------------------------------------------------------------------- one launch
@@ -130,10 +131,10 @@ class Kernel:
     hoisted: dict[frozenset[str], list[L.Decl]] = field(default_factory=dict)
     shared: dict[str, frozenset[str]] = field(default_factory=dict)  # hoisted buffer -> dims of its copies
     scopes: object = field(default_factory=lambda: count(1))
+    kinds: dict[str, str] = field(default_factory=dict)  # a dimension bound to a non-parallel loop: its kind
 
     def __post_init__(self) -> None:
-        self.dims = tuple(d for d in NEST_ORDER if d in self.dims)
-        self.t = {d: self.fresh() for d in self.dims}
+        self.t = {d: self.fresh() for d in NEST_ORDER if d in self.dims}
 
     def coord(self, d: str) -> IVar:
         return IVar(self.t[d], 0)
@@ -154,12 +155,29 @@ class Kernel:
         self.declared = {d.buf.name for d in ir.walk(ir.Block((), ops)) if isinstance(d, L.Decl)}
         items = self.items(ops, frozenset(), {}, [], ("rep", 0))
         body = tuple(Placer(self).place(items))
-        for depth in range(len(self.dims), -1, -1):
-            if depth < len(self.dims):
-                d = self.dims[depth]
-                body = (L.Loop(self.t[d], f"threads.{d}", self.extents[d], "parallel", ir.Block((), body), d),)
-            body = tuple(self.hoisted.get(frozenset(self.dims[:depth]), ())) + body
+        order = self.nest_order()
+        for depth in range(len(order), -1, -1):
+            if depth < len(order):
+                d = order[depth]
+                body = (L.Loop(self.t[d], f"threads.{d}", self.extents[d], self.kinds.get(d, "parallel"),
+                               ir.Block((), body), d),)
+            body = tuple(self.hoisted.get(frozenset(order[:depth]), ())) + body
         return body
+
+    def nest_order(self) -> tuple[str, ...]:
+        """The dimensions, outermost first, such that the dimensions of each hoisted buffer's copies are
+        outer ones (by ``NEST_ORDER`` where that leaves a choice)."""
+        def rank(d: str) -> tuple[int, int]:
+            return min((len(b) for b in self.hoisted if d in b), default=len(self.dims)), NEST_ORDER.index(d)
+
+        order = tuple(sorted(self.dims, key=rank))
+        for bound, decls in self.hoisted.items():
+            if frozenset(order[:len(bound)]) != bound:
+                raise LoweringError(f"shared buffer {decls[0].buf.name} has one copy per coordinate of "
+                                    f"{sorted(bound)}, and another buffer of the kernel one per coordinate of "
+                                    "dimensions that do not contain these", decls[0].loc,
+                                    "declare the kernel's shared buffers inside nested thread loops only")
+        return order
 
     def items(self, ops: tuple[object, ...], bound: frozenset[str], subst: dict[int, IExpr], acts: list[IExpr],
               key: Key) -> list[Item]:
@@ -175,22 +193,18 @@ class Kernel:
                 if private:
                     out.append(self.unit(st, [], key))
                     continue
-                if frozenset(self.dims[:len(bound)]) != bound:
-                    raise LoweringError(f"shared buffer {st.buf.name} is declared inside loops bound to "
-                                        f"{sorted(bound)}, which are not the outer dimensions of the block "
-                                        f"({', '.join(self.dims)})", st.loc,
-                                        "declare it inside the outer thread loops only, or outside all of them")
+                if st.buf.name in self.shared:
+                    raise LoweringError(f"two shared buffers of one kernel are named {st.buf.name}", st.loc,
+                                        "give each buffer a kernel declares its own name")
                 decl = map_node(st, lambda e: substitute_many(e, subst))
                 self.hoisted.setdefault(bound, []).append(decl)
                 self.shared[st.buf.name] = bound
-                out.append(self.unit(self.zero_fill(decl), acts + self.rep(bound), key))
+                out.append(self.zero_fill(decl, bound, acts, key))
                 continue
             if isinstance(st, L.Loop) and _dim(st) is not None:
                 d = _dim(st)
-                if st.kind != "parallel":
-                    raise LoweringError(f"loop {st.name} ({st.kind}) is bound to {st.binding}: the threads of a "
-                                        "block run only parallel loops", st.loc,
-                                        "bind a parallel loop, or privatize the reduction first")
+                if st.kind != "parallel":  # its updates stay atomic (lowering marks them under a non-parallel loop)
+                    self.kinds.setdefault(d, st.kind)
                 t = self.coord(d)
                 lo = substitute_many(st.start, subst)
                 hi = substitute_many(IBin("add", st.start, st.extent), subst)
@@ -204,15 +218,43 @@ class Kernel:
             node = map_node(st, lambda e: substitute_many(e, subst))
             if isinstance(st, (L.Assign, L.Accum)):
                 out.append(self.unit(node, acts + ([] if private else self.rep(bound)), key))
-            elif not _holds(st, (L.Barrier,), not private):  # run as a whole: a representative region
+            elif not _holds_barrier(st, not private):  # run as a whole: a representative region
                 out.append(self.unit(node, acts + ([] if private else self.rep(bound)), key))
             else:
                 body = self.items(st.body.ops, bound, subst, acts, key)
                 out.append(Ctl(node, body))
         return out
 
-    def zero_fill(self, decl: L.Decl) -> object:
-        """``buf[...] = 0`` over every cell of the declared buffer, as a loop nest (what the ``Decl`` did)."""
+    def zero_fill(self, decl: L.Decl, bound: frozenset[str], acts: list[IExpr], key: Key) -> Unit:
+        """``buf[...] = 0`` over every cell of the declared buffer (what the ``Decl`` did), by the threads that
+        differ in the unbound dimensions together: thread ``lin`` (its linear index over them, ``T`` threads)
+        zeroes the cells ``c * T + lin`` of the row-major order. With a shape or a thread count that is not
+        constant, the representative thread zeroes them all."""
+        buf = decl.buf
+        unbound = [d for d in self.dims if d not in bound]
+        counts = [self.extents[d] for d in unbound]
+        if not all(isinstance(e, IConst) for e in (*buf.shape, *counts)):
+            return self.unit(self.zero_nest(decl), acts + self.rep(bound), key)
+        cells = 1
+        for e in buf.shape:
+            cells *= e.value
+        threads, lin = 1, IConst(0)
+        for d, e in zip(unbound, counts):
+            lin, threads = ibin("add", lin, ibin("mul", self.coord(d), IConst(threads))), threads * e.value
+        c = self.fresh()
+        cell = ibin("add", ibin("mul", IVar(c, 0), IConst(threads)), lin)
+        index, stride = [], cells
+        for e in buf.shape:
+            stride //= e.value
+            index.append(ibin("mod", ibin("floordiv", cell, IConst(stride)), e))
+        store: object = L.Assign(buf.name, tuple(index), L.Lit(0, buf.dtype), decl.loc)
+        if cells % threads:
+            store = L.If(IBin("lt", cell, IConst(cells)), ir.Block((), (store,)))
+        fill = L.Loop(c, f"{buf.name}.zero", IConst(-(-cells // threads)), "serial", ir.Block((), (store,)))
+        return self.unit(fill, acts, ("fill", next(self.scopes)))
+
+    def zero_nest(self, decl: L.Decl) -> object:
+        """``buf[...] = 0`` over every cell of the declared buffer, as a loop nest."""
         buf = decl.buf
         vars_ = [self.fresh() for _ in buf.shape]
         node: object = L.Assign(buf.name, tuple(IVar(v, 0) for v in vars_), L.Lit(0, buf.dtype), decl.loc)
