@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from itertools import count
-from typing import Iterable, Iterator, Optional, Union
+from typing import Callable, Iterable, Iterator, Optional, Union
 
 from tilecert.semantics import ir
 from tilecert.semantics import launch as G
@@ -74,6 +74,8 @@ class Ctl:
 
 @dataclass
 class Sync:
+    """A barrier the program states."""
+
     node: L.Barrier
 
 
@@ -126,11 +128,11 @@ class Kernel:
 
     dims: tuple[str, ...]
     extents: dict[str, IExpr]
-    fresh: object
+    fresh: Callable[[], int]  # fresh loop variables
     t: dict[str, int] = field(default_factory=dict)
     hoisted: dict[frozenset[str], list[L.Decl]] = field(default_factory=dict)
     shared: dict[str, frozenset[str]] = field(default_factory=dict)  # hoisted buffer -> dims of its copies
-    scopes: object = field(default_factory=lambda: count(1))
+    scopes: Iterator[int] = field(default_factory=lambda: count(1))  # numbers the keys of thread-loop scopes
     kinds: dict[str, str] = field(default_factory=dict)  # a dimension bound to a non-parallel loop: its kind
 
     def __post_init__(self) -> None:
@@ -350,7 +352,8 @@ def place_barriers(p: ir.Program, target: Target = DEFAULT_TARGET) -> ir.Program
     return ir.Program(p.name, p.sizes, p.tensors, ir.Block(body.args, tuple(new), body.yields), p.config, p.loc)
 
 
-def _host(ops: tuple[object, ...], host_vars: tuple[int, ...], fresh, target: Target) -> list[object]:
+def _host(ops: tuple[object, ...], host_vars: tuple[int, ...], fresh: Callable[[], int],
+          target: Target) -> list[object]:
     """The statements of a top-level sequence (``semantics.launch.host_split``), each launch rewritten."""
     out: list[object] = []
     for part in G.host_split(G.sites_of_loop_form(ir.Block((), ops)), host_vars):
@@ -371,7 +374,7 @@ def _vars(part: G.HostPart) -> tuple[int, ...]:
     return part.host_vars + ((site.var,) if site.kind == "loop" else ())
 
 
-def _launch(part: G.HostPart, fresh, target: Target) -> list[object]:
+def _launch(part: G.HostPart, fresh: Callable[[], int], target: Target) -> list[object]:
     shape = G.launch_shape(part.sites, part.host_vars, target)
     nodes = [s.node for s in part.sites]
     if shape.refusals or not shape.dims:

@@ -46,11 +46,12 @@ def emit(program: ir.Program, sizes: Mapping[str, int], proof: Proof) -> str:
 def compile_cuda(program: ir.Program, sizes: Mapping[str, int], proof: Proof, target: str = "cuda-host",
                  sanitize: bool = False) -> CudaKernel:
     """Lower, validate, emit and build ``program`` for ``target`` (``cuda-host``: the emulation, with
-    ThreadSanitizer when ``sanitize``; ``cuda``: this machine's GPU)."""
+    ThreadSanitizer when ``sanitize``; ``cuda``: this machine's GPU). The kernel validates each call's
+    sizes against the program the pipeline lowered (with its barriers)."""
     low, source = lowered(program, sizes, proof)
     source += "\n" + standalone_main(low.lowered)
     binary = build_executable(source, target, sanitize)
-    return CudaKernel(program, low.lowered, low.validation, source, binary, target, sanitize)
+    return CudaKernel(low.program, low.lowered, low.validation, source, binary, target, sanitize)
 
 
 __all__ = ["CUDA_TARGETS", "emit", "compile_cuda", "CudaKernel", "BarrierError", "CudaUnsupported", "NoDevice",
