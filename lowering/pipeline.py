@@ -5,8 +5,9 @@
 1. **bind sizes** (``lower.bind_sizes``): the sizes the schedule binds become constants;
 2. **place barriers** (``barriers.place_barriers``, CUDA only): each kernel as the threads of a
    block run it, with its representative threads and barriers explicit in loop form;
-3. **check the placed barriers** (CUDA only): the checker's program obligations of that
-   program (``noninterference`` per barrier phase, ``barrier_uniform``, ``bounds``, ...);
+3. **check the placed barriers** (CUDA, where the program binds a GPU scope): the checker's
+   program obligations of that program (``noninterference`` per barrier phase,
+   ``barrier_uniform``, ``bounds``, ...);
 4. **lower** (``lower.lower``): loop form -> ``Lowered`` (block / warp / lane participants as
    threads for CUDA, one after the other for C);
 5. **validate** (``validation.validate(program, lowered, sizes)``, with the program of step 2):
@@ -38,7 +39,7 @@ THREADED = ("cuda", "cuda-host")  # targets that run block / warp / lane partici
 class Lowering:
     """What the pipeline made: the loop-form program it lowered (sizes bound, barriers placed for a
     threaded target), the lowered program, its translation validation and, for a threaded target,
-    the checker's report on the program with its barriers."""
+    the checker's report on the program with its barriers (None where the pass changed nothing)."""
 
     program: ir.Program
     lowered: Lowered
@@ -53,8 +54,10 @@ def lower_for(target: str, program: ir.Program, sizes: Mapping[str, int],
     p = bind_sizes(program, sizes)
     report = None
     if threaded:
-        p = place_barriers(p, hardware)
-        report = check_program(p, sizes, target=hardware, subject=f"kernel {p.name} as its threads run it")
+        placed = place_barriers(p, hardware)
+        if placed is not p:  # it binds a GPU scope: check what the threads run
+            p = placed
+            report = check_program(p, sizes, target=hardware, subject=f"kernel {p.name} as its threads run it")
     lp = lower(p, sizes, threaded)
     validation = validate(p, lp, sizes)
     if any(v.status == "disproved" for v in validation.failures("coverage")):
