@@ -74,16 +74,16 @@ def load_kernel(s: tc.Schedule, arch: str, folder: Path):
     """The schedule's kernel as a CuPy function, and its grid and block dimensions."""
     import cupy as cp
     proof = require(s, allow_unproved=False, action="benchmark")  # only a proved schedule is timed
-    lp, validation, source = lowered(s.program, s.sizes, proof)
-    if not validation.ok:
-        raise SystemExit(f"translation validation of the schedule is not proved:\n{validation.explain()}")
-    _, launches = plan(lp)
+    low, source = lowered(s.program, s.sizes, proof)
+    if not low.validation.ok:
+        raise SystemExit(f"translation validation of the schedule is not proved:\n{low.validation.explain()}")
+    _, launches = plan(low.lowered)
     if len(launches) != 1:
         raise SystemExit(f"expected one launch, the schedule has {len(launches)}")
     src, cubin = folder / "gemm.cu", folder / "gemm.cubin"
     src.write_text(source)
     subprocess.run([tool("nvcc")[0], "-cubin", "-O3", f"-arch={arch}", "-o", str(cubin), str(src)], check=True)
-    function = cp.RawModule(path=str(cubin)).get_function(f"tc_k0_{lp.name}")
+    function = cp.RawModule(path=str(cubin)).get_function(f"tc_k0_{low.lowered.name}")
     grid, block = (tuple(int(evaluate(e, dict(s.sizes), {})) for e in dims) for dims in launches[0].launch_dims())
     return function, grid, block
 

@@ -100,10 +100,14 @@ def _tighten(lo: IExpr, hi: IExpr, kind: str, value: IExpr) -> tuple[IExpr, IExp
 
 
 # ----------------------------------------------------------------------------- the pass
+def bind_sizes(p: ir.Program, sizes: Mapping[str, int]) -> ir.Program:
+    """``p`` with the given sizes substituted in its body (its signature keeps every size)."""
+    return ir.Program(p.name, p.sizes, p.tensors, bind_sizes_in(p.body, sizes), p.config, p.loc) if sizes else p
+
+
 class Lowerer:
     def __init__(self, p: ir.Program, sizes: Mapping[str, int], threads: bool = False) -> None:
-        self.p = ir.Program(p.name, p.sizes, p.tensors, bind_sizes_in(p.body, sizes), p.config, p.loc) \
-            if sizes else p
+        self.p = bind_sizes(p, sizes)
         self.sizes = dict(sizes)
         self.next_sid = 0
         self.origin: dict[int, IExpr] = {}

@@ -20,6 +20,7 @@ from tilecert.semantics.expand import expand
 from tilecert.backends.c.emit import emit_c
 from tilecert.lowering import lower
 from tilecert import Schedule
+from tilecert.lowering.pipeline import lower_for
 from tilecert.strategies import gpu_schedules
 
 FULL = os.environ.get("TILECERT_FULL") == "1"
@@ -120,7 +121,7 @@ def test_a_thread_region_outside_warps_takes_block_slots_innermost_first():
 
 def test_emitters_render_the_target():
     s = tc.schedule(threads_2d, M=8, N=5)
-    lp = lower(s.program, s.sizes, threads=True)
+    lp = lower_for("cuda", s.program, s.sizes).lowered
     small = Target(max_threads_per_block=256, max_block=(256, 256, 64), max_grid=(1000, 100, 100), warp_size=32)
     src = cuda.emit_cuda(lp, "/* header */\n", small)
     assert "bx * by * bz > 256LL" in src and "gx > 1000LL" in src and "by > 256LL" in src

@@ -23,7 +23,8 @@ from typing import Any, Callable, NoReturn, Optional
 import tilecert as tc
 from tilecert.backends import TARGETS, resolve, subject
 from tilecert.checker.gate import require
-from tilecert.lowering import format_lowered, lower
+from tilecert.lowering import format_lowered
+from tilecert.lowering.pipeline import lower_for
 from tilecert.progress import FuzzView, check_all, diff_all, name_of
 from tilecert.semantics.errors import InputError, Loc
 from tilecert.semantics.jsondata import INT64
@@ -163,7 +164,8 @@ def cmd_emit(args: argparse.Namespace) -> int:
         ok = ok and proof.ok
         if args.lowered:
             print("\n".join(f"# {line}" for line in proof.lines()))
-            print(unsupported_as_usage(args.target, lambda: format_lowered(lower(*resolve(s, {})))))
+            print(unsupported_as_usage(args.target, lambda: format_lowered(
+                lower_for(args.target, *resolve(s, {})).lowered)))
         else:
             print(unsupported_as_usage(args.target, lambda: tc.emit(s, target=args.target,
                                                                     allow_unproved=args.allow_unproved)))

@@ -13,8 +13,9 @@ host loop variables in scope and the device error flag. Inside it, grid loops re
 ``blockIdx``, thread loops ``threadIdx`` (``plan.Launch``), shared allocations are
 ``__shared__`` arrays (``semantics.launch.placement``; their bytes per kernel are summed
 by ``semantics.launch.shared_bytes`` and bounded by the target's static limit), private ones
-local arrays, block / warp barriers are
-``__syncthreads()`` / ``__syncwarp()``, and updates the lowering marks atomic are
+local arrays, the program's block / warp barriers are ``__syncthreads()`` / ``__syncwarp()``
+(the emitter inserts none: the lowering pipeline's barrier pass placed them, and a statement
+outside the thread loops of a kernel is refused), and updates the lowering marks atomic are
 compare-and-swap loops. Element and index arithmetic are the C backend's (its ``Emitter``
 and helper prelude, made ``__host__ __device__``), so results are bit-identical to it where
 the order of operations is. ``f16`` has no device type here (``CudaUnsupported``).
@@ -106,14 +107,11 @@ static inline void tc_round_bf16(float *x, int64_t n) { for (int64_t k = 0; k < 
 """
 
 
-def thread_index(target: Target) -> tuple[dict[str, str], dict[str, str]]:
-    """Per thread dimension: its coordinate of this thread, and how many threads the block has along it."""
+def thread_index(target: Target) -> dict[str, str]:
+    """Per thread dimension: its coordinate of this thread."""
     w = target.warp_size
-    raw = {"block0": "(int64_t)threadIdx.x", "block1": "(int64_t)threadIdx.y", "block2": "(int64_t)threadIdx.z",
-           "lane": f"((int64_t)threadIdx.x % {w})", "warp": f"((int64_t)threadIdx.x / {w})"}
-    count = {"block0": "(int64_t)blockDim.x", "block1": "(int64_t)blockDim.y", "block2": "(int64_t)blockDim.z",
-             "lane": str(w), "warp": f"((int64_t)blockDim.x / {w})"}
-    return raw, count
+    return {"block0": "(int64_t)threadIdx.x", "block1": "(int64_t)threadIdx.y", "block2": "(int64_t)threadIdx.z",
+            "lane": f"((int64_t)threadIdx.x % {w})", "warp": f"((int64_t)threadIdx.x / {w})"}
 
 
 class CudaEmitter(Emitter):
@@ -121,7 +119,7 @@ class CudaEmitter(Emitter):
 
     def __init__(self, lp: Lowered, target: Target = DEFAULT_TARGET) -> None:
         super().__init__(lp, target)
-        self.raw, self.count_of = thread_index(target)
+        self.raw = thread_index(target)
         self.items = plan(lp, target)[0]
         self.kernels: list[str] = []
         self.host_allocs: list[str] = []  # the device allocations in scope, by buffer name
@@ -130,28 +128,23 @@ class CudaEmitter(Emitter):
     # ------------------------------------------------------------------ kernel statements
     def nodes(self, nodes: tuple[Node, ...], depth: int, path: Path, level: Level, acts: tuple[str, ...]) -> None:
         assert self.launch is not None
-        phases = self.launch.plan
         for k, node in enumerate(nodes):
             p = path + (k,)
-            if p in phases.before:
-                self.emit(BARRIER[phases.before[p]] + "  " + c_comment("placed: orders the phases before and after"),
-                          depth)
             if isinstance(node, Sync):
                 self.emit(BARRIER[node.scope] + "  " + c_comment(f"{node.scope} barrier"), depth)
-            elif isinstance(node, Store):
-                self.guarded(list(acts) + ([] if level.rep else self.representative(level)), depth,
-                             lambda d, st=node: self.update(st, d))
             elif isinstance(node, Alloc):
                 self.alloc(node, depth, p, level)
+            elif not self.launch.plan.private(level) and thread_dim(node) is None:
+                raise CudaUnsupported(f"a statement of {self.lp.name} runs at the block level of a kernel, "
+                                      "outside its thread loops",
+                                      "lower through lowering.pipeline.lower_for, whose barrier pass places "
+                                      "representative threads and barriers")
+            elif isinstance(node, Store):
+                self.guarded(list(acts), depth, lambda d, st=node: self.update(st, d))
             elif thread_dim(node) is not None:
                 self.thread_loop(node, depth, p, level, acts)
             else:
                 self.control(node, depth, p, level, acts)
-
-    def representative(self, level: Level) -> list[str]:
-        """Conditions that select the one thread with coordinate 0 in every unbound dimension."""
-        assert self.launch is not None
-        return [f"{self.raw[d]} == 0" for d in self.launch.dims if d not in level.bound]
 
     def guarded(self, conds: list[str], depth: int, body) -> None:
         if conds:
@@ -162,37 +155,28 @@ class CudaEmitter(Emitter):
             body(depth)
 
     def control(self, node, depth: int, p: Path, level: Level, acts: tuple[str, ...]) -> None:
-        """A serial loop, a guard or an unrolled copy: in a representative region, under the shadow
-        flags, or as it stands."""
+        """A serial loop, a guard or an unrolled copy: under the shadow flags, or as it stands."""
         assert self.launch is not None
-        phases = self.launch.plan
         conds: list[str] = []
-        inner_level = phases.enter(node, level)
-        if p in phases.rep and not level.rep:
-            conds = list(acts) + self.representative(level)
-            inner_level = Level(inner_level.bound, inner_level.varying, inner_level.divergent, True)
-            acts = ()
-        elif p not in phases.synced and acts:
+        if p not in self.launch.plan.synced and acts:
             conds, acts = list(acts), ()
 
         def body(d: int) -> None:
             if isinstance(node, Seq):
                 self.emit("{ " + c_comment(node.label), d)
-                self.nodes(node.body, d + 1, p, inner_level, acts)
+                self.nodes(node.body, d + 1, p, level, acts)
                 self.emit("}", d)
                 return
             if isinstance(node, Guard):
                 self.emit(f"if ({self.index(node.cond)}) {{", d)
-                self.nodes(node.body, d + 1, p, inner_level, acts)
+                self.nodes(node.body, d + 1, p, level, acts)
                 self.emit("}", d)
                 return
             v = f"i{node.var}"
             note = f"{node.name}: {node.kind}" + (f" bound to {node.binding} (runs serially)" if node.binding else "")
             self.emit(f"for (int64_t {v} = {self.index(node.lo)}; {v} < {self.index(node.hi)}; ++{v}) {{  "
                       + c_comment(note), d)
-            self.nodes(node.body, d + 1, p, inner_level, acts)
-            if p in phases.back_edge:
-                self.emit(BARRIER[phases.back_edge[p]] + "  " + c_comment("placed: orders iterations"), d + 1)
+            self.nodes(node.body, d + 1, p, level, acts)
             self.emit("}", d)
 
         self.guarded(conds, depth, body)
@@ -250,13 +234,6 @@ class CudaEmitter(Emitter):
             self.emit(f"__shared__ {ctype} {name}_s[{copies * size}];  " + c_comment(f"{note} ({copies} copies)"),
                       depth)
             self.emit(f"{ctype} *const {name} = {name}_s + {offset} * {size};", depth)
-        lin, count = "0", "1"
-        for d in self.launch.dims:
-            if d not in bound:
-                lin = self.raw[d] if lin == "0" else f"({lin} + {count} * {self.raw[d]})"
-                count = self.count_of[d] if count == "1" else f"({count} * {self.count_of[d]})"
-        self.emit(f"for (int64_t z = {lin}; z < {size}; z += {count}) {name}[z] = 0;  " + c_comment("zeroed together"),
-                  depth)
 
     def update(self, st: Store, depth: int) -> None:
         if not st.atomic:

@@ -11,8 +11,8 @@ class CudaUnsupported(BackendError):
 
     ``reason``: the checker obligation that states the requirement (``containment`` or
     ``hardware_limits``: the checker reports the same refusal), or ``unsupported`` for a
-    construct this backend does not render (f16, narrow atomics, a placed barrier under
-    divergent control)."""
+    construct this backend does not render (f16, narrow atomics, a placed barrier the checker
+    disproves)."""
 
     def __init__(self, message: str, hint: str, reason: str = "unsupported") -> None:
         super().__init__(message, hint=hint)

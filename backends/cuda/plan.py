@@ -1,4 +1,4 @@
-"""How a lowered loop program runs on CUDA: host code, launches, thread dimensions, barrier phases.
+"""How a lowered loop program runs on CUDA: host code, launches, thread dimensions, levels.
 
 **Host code and launches** follow ``semantics.launch`` (the rules the checker's
 ``containment`` and ``hardware_limits`` apply to loop form): the top level runs on the
@@ -21,30 +21,16 @@ dropped; a loop shorter than the launch runs on the threads its range covers
 (*launch-extent guard*).
 
 **Levels.** Inside a kernel every statement sits at a *level*: the set of thread dimensions
-bound by the loops around it. Where all dimensions are bound the level is *private*: each
-thread runs its own instance. Elsewhere (*shared* levels, e.g. the block level of a grid
-nest) one instance is shared by the threads that differ in the unbound dimensions:
-
-- an assignment, or a loop / guard / copy without thread loops and barriers (a
-  *representative region*), is run by the thread whose unbound coordinates are all 0;
-- an allocation is ``__shared__`` memory, one copy per coordinate of the bound dimensions,
-  zeroed cooperatively (allocations at private levels or in representative regions are
-  thread-private arrays);
-- in the interpreter the statements of a sequence run one after the other, each completely;
-  on CUDA their instances run on different threads, so a barrier (``__syncthreads()``, or
-  ``__syncwarp()`` when only the lane is unbound) is placed before a statement whose cells
-  conflict with those of an earlier statement of the same phase (one writes a buffer the
-  other accesses, unless a single representative thread runs both), and at the end of a
-  loop body whose last phase conflicts with the body. A barrier the program states is kept
-  where it is and ends the phase.
-
-A barrier must be reached by all threads of the block, so a thread loop that contains one
-(stated or placed) is run by every thread: threads outside the loop's range follow its first
-iteration with every effect switched off (*shadow threads*), so they reach the same
-barriers. A placed barrier under a guard or loop bound that differs between threads of the
-block would be divergent where the program is not: ``BackendError``. A stated barrier
-under such control is emitted as it stands (the program's barrier divergence is then the
-kernel's, which the host emulation reports).
+bound by the loops around it. The program comes from the lowering pipeline
+(``lowering.pipeline``), whose barrier pass made each block's execution explicit: every
+statement but the ``__shared__`` allocations runs inside one loop per thread dimension,
+representative threads are guards, and every barrier is a ``Sync`` of the program, which the
+checker decided. The planner and the emitter insert none: an allocation at a level where some
+dimensions are unbound is ``__shared__`` memory, one copy per coordinate of the bound
+dimensions (``semantics.launch.placement``; the program zero-fills it); one at a level where
+all are bound is thread-private. A thread loop that holds a barrier is run by every thread:
+threads outside the loop's range follow its first iteration with every effect switched off
+(*shadow threads*), so they reach the same barriers.
 
 Paths (tuples of child positions from the launch body) identify the statements the plan
 annotates.
@@ -52,13 +38,12 @@ annotates.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Optional, Union
+from typing import Iterable, Optional, Union
 
-from tilecert.lowering.program import Alloc, For, Guard, Lowered, Node, Seq, Store, Sync
+from tilecert.lowering.program import Alloc, For, Guard, Lowered, Node, Seq, Sync
 from tilecert.semantics import launch as G
-from tilecert.semantics import loopir as L
 from tilecert.semantics.bindings import DEFAULT_TARGET, Target
-from tilecert.semantics.index import IExpr, free_vars
+from tilecert.semantics.index import IExpr
 
 from .errors import CudaUnsupported
 
@@ -81,32 +66,6 @@ def site_of(node: Node) -> G.Site:
 def thread_dim(node: Node) -> Optional[str]:
     """The thread dimension a loop is bound to (None for other nodes and bindings)."""
     return site_of(node).thread_dim if isinstance(node, For) else None
-
-
-def nodes_in(node: Node) -> Iterator[Node]:
-    """``node`` and every node nested in it."""
-    yield node
-    for child in getattr(node, "body", ()):
-        yield from nodes_in(child)
-
-
-def loop_vars(e: IExpr) -> set[int]:
-    return {v for v, _ in free_vars(e)}
-
-
-def effects(node: Node) -> tuple[frozenset[str], frozenset[str]]:
-    """``(W, A)``: the buffers ``node`` writes and those it accesses."""
-    written: set[str] = set()
-    accessed: set[str] = set()
-    for n in nodes_in(node):
-        if isinstance(n, Store):
-            written.add(n.buf)
-            accessed.add(n.buf)
-            accessed.update(ld.buf for ld in L.loads(n.value))
-        elif isinstance(n, Alloc):
-            written.add(n.buf)
-            accessed.add(n.buf)
-    return frozenset(written), frozenset(accessed)
 
 
 def refused(e: G.LaunchRefusal) -> CudaUnsupported:
@@ -221,122 +180,48 @@ class HostPlanner:
         return k
 
 
-# ----------------------------------------------------------------------------- barrier phases
+# ----------------------------------------------------------------------------- rendering plan
 @dataclass(frozen=True)
 class Level:
-    """Where a statement sits in a kernel: the dimensions bound around it, the loop variables whose
-    value differs between threads, why the control around it may differ between threads, and
-    whether it is inside a representative region."""
+    """Where a statement sits in a kernel: the thread dimensions bound by the loops around it."""
 
     bound: frozenset[str]
-    varying: frozenset[int] = frozenset()
-    divergent: Optional[str] = None
-    rep: bool = False
-
-
-Pending = list[tuple[frozenset[str], frozenset[str], bool]]
 
 
 class Phases:
-    """The barrier plan of one launch (see the module docstring), keyed by path."""
+    """The rendering plan of one launch, keyed by path: the statements with one of the program's barriers
+    inside (``synced``) and the ``__shared__`` allocations (``semantics.launch.placement``). It inserts
+    nothing: barriers and representative threads are explicit in the program (``lowering.barriers``)."""
 
     def __init__(self, k: Launch) -> None:
         self.k = k
         self.dims = frozenset(k.dims)
-        self.before: dict[Path, str] = {}  # a placed barrier before the statement: its scope
-        self.back_edge: dict[Path, str] = {}  # a placed barrier at the end of the loop's body
-        self.synced: set[Path] = set()  # statements with a barrier (stated or placed) inside
+        self.synced: set[Path] = set()
         placed = G.placement(k.shape, k.inner_path)
         self.shared: dict[Path, frozenset[str]] = placed.shared  # __shared__ allocations: the dims of their copies
-        self.rep: set[Path] = placed.rep  # representative regions
-        self.private_names: set[str] = placed.private_names
-        self.sequence(k.inner, k.inner_path, Level(frozenset()), [])
+        self.mark(k.inner, k.inner_path)
 
-    # ------------------------------------------------------------------ helpers
     def private(self, level: Level) -> bool:
         return level.bound >= self.dims
 
-    def scope(self, level: Level) -> str:
-        return "warp" if self.dims - level.bound <= {"lane"} else "block"
-
     def enter(self, node: Node, level: Level) -> Level:
         """The level of ``node``'s body."""
-        if isinstance(node, For):
-            dim = thread_dim(node)
-            if dim is not None:  # never one bound around it (launch_shape refuses that)
-                return Level(level.bound | {dim}, level.varying | {node.var}, level.divergent, level.rep)
-            if (loop_vars(node.lo) | loop_vars(node.hi)) & level.varying:
-                return Level(level.bound, level.varying | {node.var}, f"the bounds of loop {node.name}", level.rep)
-        if isinstance(node, Guard) and loop_vars(node.cond) & level.varying:
-            return Level(level.bound, level.varying, f"the guard {node.cond}", level.rep)
-        return level
+        dim = thread_dim(node)
+        return Level(level.bound | {dim}) if dim is not None else level
 
-    def mark(self, path: Path) -> None:
-        for n in range(len(path) + 1):
-            self.synced.add(path[:n])
-
-    def place(self, table: dict[Path, str], path: Path, level: Level, where: str) -> None:
-        if level.divergent is not None:
-            raise CudaUnsupported(
-                f"a barrier is needed {where} but {level.divergent} differs between the threads of a block",
-                "move the guard (or the loop) inside the thread loops, or state the barrier in the program")
-        table[path] = self.scope(level)
-        self.mark(path if table is self.back_edge else path[:-1])
-
-    # ------------------------------------------------------------------ barriers
-    def visible(self, node: Node) -> tuple[frozenset[str], frozenset[str]]:
-        w, a = effects(node)
-        return w - self.private_names, a - self.private_names
-
-    def sequence(self, nodes: Iterable[Node], path: Path, level: Level, pending: Pending) -> Pending:
+    def mark(self, nodes: Iterable[Node], path: Path) -> bool:
+        """Record the statements of ``nodes`` (at ``path``) that hold a barrier; whether any does."""
+        found = False
         for k, node in enumerate(nodes):
             p = path + (k,)
-            if isinstance(node, Sync):
-                self.mark(p[:-1])
-                if node.scope == "block" or self.scope(level) == "warp":
-                    pending = []
-                continue
-            if self.private(level) or level.rep:
-                if isinstance(node, (For, Guard, Seq)):
-                    self.sequence(node.body, p, self.enter(node, level), [])
-                continue
-            w, a = self.visible(node)
-            if isinstance(node, Seq) and p not in self.rep:
-                pending = self.sequence(node.body, p, level, pending)
-                continue
-            rep = p in self.rep or isinstance(node, Store)
-            if _conflict(pending, w, a, rep):
-                self.place(self.before, p, level, f"before {_describe(node)}")
-                pending = []
-            if rep or isinstance(node, Alloc) or thread_dim(node) is not None:
-                pending = pending + [(w, a, rep)]
-                if thread_dim(node) is not None:
-                    self.sequence(node.body, p, self.enter(node, level), [])
-                continue
-            end = self.sequence(node.body, p, self.enter(node, level), [])
-            if isinstance(node, For) and _conflict(end, w, a, False):
-                self.place(self.back_edge, p, self.enter(node, level), f"at the end of each iteration of {node.name}")
-                end = []
-            pending = pending + end
-        return pending
-
-
-def _conflict(pending: Pending, w: frozenset[str], a: frozenset[str], rep: bool) -> bool:
-    return any(not (p_rep and rep) and (pw & a or w & pa) for pw, pa, p_rep in pending)
-
-
-def _describe(node: Node) -> str:
-    if isinstance(node, For):
-        return f"loop {node.name}"
-    if isinstance(node, Store):
-        return f"the store to {node.buf}"
-    if isinstance(node, Alloc):
-        return f"the allocation of {node.buf}"
-    return "a guarded block"
+            if isinstance(node, Sync) or self.mark(getattr(node, "body", ()), p):
+                self.synced.add(p)
+                found = True
+        return found
 
 
 def plan(lp: Lowered, target: Target = DEFAULT_TARGET) -> tuple[tuple[HostItem, ...], list[Launch]]:
-    """The host structure of ``lp`` and its launches (each with its barrier plan) on ``target``."""
+    """The host structure of ``lp`` and its launches (each with its rendering plan) on ``target``."""
     planner = HostPlanner(lp, target)
     items = planner.run()
     return items, planner.launches

@@ -123,8 +123,9 @@ def write_case(folder: Path, case: SuiteCase, rng: np.random.Generator, allow_un
                              "give the case sizes on which the program has a meaning")
     proof = require(case.schedule or p, sizes, allow_unproved=allow_unproved or bool(case.demo),
                     action=f"gpu-suite case {case.name}")
-    lp, validation, source = lowered(p, case.bound, proof)
-    check = validate(p, lp, sizes)
+    low, source = lowered(p, case.bound, proof)
+    lp = low.lowered
+    check = validate(low.program, low.lowered, sizes)
     if not check.ok:
         raise ValidationError(check, f"kernel {case.name} with sizes {sizes}")
     for sub in ("inputs", "expected", "bounds"):
