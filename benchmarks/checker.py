@@ -29,24 +29,11 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tilecert as tc  # noqa: E402
-from examples.gemm_i32 import gemm_i32  # noqa: E402
+from examples.gemm_i32 import gemm_i32_blocked  # noqa: E402
 from tilecert.checker.brute import brute_check_schedule  # noqa: E402
 
 
-def gemm_schedule(tile: int, depth: int, **sizes: int) -> tc.Schedule:
-    s = tc.schedule(gemm_i32, bm=tile, bn=tile, bk=depth, **sizes)
-    s.bind("nest.0", "grid1")
-    s.bind("nest.1", "grid0")
-    s.tile(["acc.mma.p1", "acc.mma.p0"], [4, 4])
-    s.bind("acc.mma.p1.o", "block1")
-    s.bind("acc.mma.p0.o", "block0")
-    s.unroll("acc.mma.p1.i")
-    s.split("a.load.M", 4)
-    s.bind("a.load.M.o", "block1")
-    s.bind("a.load.K", "block0")
-    s.bind("C.store.M", "block1")
-    s.bind("C.store.N", "block0")
-    return s
+gemm_schedule = gemm_i32_blocked
 
 
 def best(repeat: int, fn: Callable[[], Any]) -> tuple[float, Any]:

@@ -46,7 +46,9 @@ from tilecert.semantics import launch as G
 from tilecert.semantics import loopir as L
 from tilecert.semantics.bindings import DEFAULT_TARGET, Target
 from tilecert.semantics.index import IBin, IConst, IExpr, IVar, ibin
-from tilecert.semantics.sched.base import fresh_var, map_node, substitute_many
+from tilecert.semantics.index import substitute_many
+from tilecert.semantics.loopir import fresh_var
+from tilecert.semantics.mapper import map_node
 
 from .program import LoweringError
 

@@ -19,13 +19,13 @@ Scalar expressions (``Ld``, ``Lit``, ``Ix``, ``Un``, ``Bin``, ``Sel``, ``Cvt``) 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Optional, Union
+from typing import Callable, Iterator, Optional, Union
 
 from .errors import NOWHERE, Loc
 from .index import IConst, IExpr
 from .bindings import SCOPES
 from .bindings import scope_of as binding_kind  # noqa: F401  (a binding without its slot)
-from .ir import Block, Scalar
+from .ir import Block, Program, Scalar
 
 LOOP_KINDS = ("parallel", "serial", "reduce", "pipeline")
 BINDING_KINDS = SCOPES + ("unrolled", "serial")
@@ -176,3 +176,15 @@ def loops(block: Block) -> Iterator[Loop]:
         body = getattr(op, "body", None)
         if body is not None:
             yield from loops(body)
+
+
+def fresh_var(p: Program) -> Callable[[], int]:
+    """A generator of loop variable ids unused in ``p``."""
+    used = [lp.var for lp in loops(p.body)]
+    counter = [max(used, default=-1) + 1]
+
+    def nxt() -> int:
+        counter[0] += 1
+        return counter[0] - 1
+
+    return nxt

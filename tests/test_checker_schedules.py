@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import examples
+from examples.gemm_i32 import gemm_i32_blocked
 import tilecert as tc
 from tilecert import strategies
 from tilecert.checker import check_transform
@@ -35,19 +36,7 @@ def sizes_of(name: str) -> dict[str, int]:
 
 
 def gemm_schedule(**sizes) -> tc.Schedule:
-    s = tc.schedule(examples.EXAMPLES["gemm_i32"].kernel, bm=8, bn=8, bk=4, **sizes)
-    s.bind("nest.0", "grid1")
-    s.bind("nest.1", "grid0")
-    s.tile(["acc.mma.p1", "acc.mma.p0"], [4, 4])
-    s.bind("acc.mma.p1.o", "block1")
-    s.bind("acc.mma.p0.o", "block0")
-    s.unroll("acc.mma.p1.i")
-    s.split("a.load.M", 4)
-    s.bind("a.load.M.o", "block1")
-    s.bind("a.load.K", "block0")
-    s.bind("C.store.M", "block1")
-    s.bind("C.store.N", "block0")
-    return s
+    return gemm_i32_blocked(8, 4, **sizes)
 
 
 def test_tiled_bound_gemm_is_proved_and_computes_the_product():

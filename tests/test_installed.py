@@ -45,3 +45,13 @@ def test_demo_and_check_run_from_the_install(installed):
     assert proved.returncode == 0 and proved.stdout.rstrip().endswith(": OK"), proved.stdout[-2000:]
     disproved = _run(installed, "-m", "tilecert.cli", "check", str(examples / "shift.py"))
     assert disproved.returncode == 1 and "dependence: DISPROVED" in disproved.stdout, disproved.stderr
+
+
+@pytest.mark.slow
+def test_an_error_in_an_installed_example_names_its_line(installed):
+    """An example kernel is the user's code even where it is installed inside the tilecert package: its
+    capture error is located at its own line, as it is in the checkout."""
+    bad = installed / "tilecert" / "examples" / "bad.py"
+    line = next(n for n, text in enumerate(bad.read_text().splitlines(), 1) if "acc = acc +" in text or "acc +=" in text)
+    done = _run(installed, "-m", "tilecert.cli", "check", str(bad))
+    assert done.returncode == 2 and f"error: {bad}:{line}: parallel nests cannot mutate" in done.stderr, done.stderr

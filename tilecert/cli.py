@@ -32,6 +32,7 @@ from tilecert.semantics.jsondata import INT64
 REPO = Path(__file__).resolve().parents[1]
 COMMAND_LINE = Loc("<command line>", 0)
 PACKAGE_DIRS = tuple(str(REPO / d) + os.sep for d in ("semantics", "tilecert", "checker", "lowering", "backends"))
+EXAMPLE_DIRS = (str(REPO / "examples") + os.sep, str(REPO / "tilecert" / "examples") + os.sep)  # users' code, installed or not
 DEMO_N = (4, 256)
 
 
@@ -419,7 +420,7 @@ def report_error(exc: BaseException, user_file: Optional[str], outside: set[str]
     fallback = COMMAND_LINE if user_file is None else Loc(user_file, 0)
     if isinstance(exc, tc.TilecertError):
         path = os.path.abspath(exc.loc.file)
-        ours = exc.loc.file == "<unknown>" or path in outside or path.startswith(PACKAGE_DIRS)
+        ours = exc.loc.file == "<unknown>" or path in outside or _ours(path)
         loc, message, hint = (fallback if ours else exc.loc), exc.message, exc.hint
     elif isinstance(exc, SystemExit):
         loc, message, hint = fallback, f"exit({exc.code!r}) called while running the command", \
@@ -430,7 +431,7 @@ def report_error(exc: BaseException, user_file: Optional[str], outside: set[str]
     else:
         frames = [(tb.tb_frame.f_code.co_filename, tb.tb_lineno) for tb in _walk(exc.__traceback__)]
         user = [Loc(f, n) for f, n in frames if _is_user(f, outside)]
-        raised_by_us = bool(frames) and os.path.abspath(frames[-1][0]).startswith(PACKAGE_DIRS)
+        raised_by_us = bool(frames) and _ours(os.path.abspath(frames[-1][0]))
         loc = user[-1] if user else fallback
         if user and not raised_by_us:
             message, hint = f"raised {type(exc).__name__}: {exc}", \
@@ -453,10 +454,17 @@ def _walk(tb: Optional[TracebackType]) -> list[TracebackType]:
 LIBRARY_DIRS = tuple({os.path.abspath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
 
 
+def _ours(path: str) -> bool:
+    """Whether the absolute ``path`` is tilecert's own code (its example kernels are the user's)."""
+    return path.startswith(PACKAGE_DIRS) and not path.startswith(EXAMPLE_DIRS)
+
+
 def _is_user(file: str, outside: set[str]) -> bool:
     """Whether ``file`` is the user's code: not tilecert's, not an installed library, not the caller of ``main``."""
     path = os.path.abspath(file)
-    return not (file.startswith("<") or path in outside or path.startswith(PACKAGE_DIRS + LIBRARY_DIRS))
+    if file.startswith("<") or path in outside:
+        return False
+    return path.startswith(EXAMPLE_DIRS) or not (_ours(path) or path.startswith(LIBRARY_DIRS))
 
 
 def _one_line(text: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Iterator, Optional
 
 from .. import ir
 from .. import loopir as L
@@ -79,18 +79,6 @@ class _Replace(Mapper):
 
 def with_body(p: ir.Program, body: ir.Block) -> ir.Program:
     return dataclasses.replace(p, body=body)
-
-
-def fresh_var(p: ir.Program) -> Callable[[], int]:
-    """A generator of loop variable ids unused in ``p``."""
-    used = [lp.var for lp in L.loops(p.body)]
-    counter = [max(used, default=-1) + 1]
-
-    def nxt() -> int:
-        counter[0] += 1
-        return counter[0] - 1
-
-    return nxt
 
 
 def fresh_name(p: ir.Program, base: str, taken: set[str] | None = None) -> str:
@@ -324,7 +312,7 @@ class Copier:
 
     def __init__(self, p: ir.Program) -> None:
         self.p = p
-        self.new_var = fresh_var(p)
+        self.new_var = L.fresh_var(p)
         self.loop_names = {lp.name for lp in L.loops(p.body)}
         self.buffers = buffer_names(p)
         self.renamed: list[Renamed] = []

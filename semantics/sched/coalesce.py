@@ -37,7 +37,7 @@ from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, IExpr, IVar, free_vars, ibin, substitute_many
 from ..mapper import map_node, subst_node
-from .base import ScheduleError, band, fresh_var, loop_name, nest, proves, replace_loop, the_loop, with_body
+from .base import ScheduleError, band, loop_name, nest, proves, replace_loop, the_loop, with_body
 from ..transform import Kind, Obligation, Piece, Tau, Transformed
 
 MAX_DEFAULT_NAME = 64
@@ -68,7 +68,7 @@ def merge(p: ir.Program, names: tuple[str, ...], name: Optional[str], op: str) -
                                 "band is not a rectangle", hint="only a rectangular band merges into one loop")
     default = "*".join(names)
     f_name = loop_name(p, name, default if len(default) <= MAX_DEFAULT_NAME else op, op, freed=names)
-    vf = fresh_var(p)()
+    vf = L.fresh_var(p)()
     f = IVar(vf, 0)
     values: dict[int, IExpr] = {}
     stride: IExpr = IConst(1)
@@ -118,7 +118,7 @@ def reshape(p: ir.Program, loop: str, extents: list[int], names: Optional[list[s
                             f"{' * '.join(map(str, es))} = {total}",
                             hint="choose extents whose product is the loop's extent, or bind the sizes it reads "
                                  "in tc.schedule(...)")
-    new_var = fresh_var(p)
+    new_var = L.fresh_var(p)
     taken: set[str] = set()
     headers = []
     for k, (e, g) in enumerate(zip(es, given)):

@@ -32,7 +32,7 @@ from . import args as A
 from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, IExpr, IVar, ibin
-from .base import ScheduleError, buffer_type, fresh_name, fresh_var, proves, replace_loop, with_body
+from .base import ScheduleError, buffer_type, fresh_name, proves, replace_loop, with_body
 from ..transform import Kind, Obligation, Piece, Tau, Transformed
 
 
@@ -74,7 +74,7 @@ def expand_zero(p: ir.Program, buffer: str, *, bound_sizes: Optional[dict[str, i
         raise ScheduleError(f"expand_zero: {len(found)} statements zero the whole of {buffer!r}",
                             hint="expand_zero needs a unique zeroing; schedule the nests one by one instead")
     loops, store = found[0]
-    new_var = fresh_var(p)
+    new_var = L.fresh_var(p)
     vs = [new_var() for _ in shape]
     taken: set[str] = set()
     names = []

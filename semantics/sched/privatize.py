@@ -56,7 +56,7 @@ from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, IExpr, IVar, free_vars, ibin, linear
 from ..mapper import Mapper
-from .base import (ScheduleError, buffer_names, buffer_type, conj, fresh_buffer, fresh_name, fresh_var, hardware_bound,
+from .base import (ScheduleError, buffer_names, buffer_type, conj, fresh_buffer, fresh_name, hardware_bound,
                    nest, replace_loop, the_loop, with_body)
 from ..transform import Copy, Kind, Live, Obligation, Tau, Transformed
 
@@ -197,7 +197,7 @@ def privatize(p: ir.Program, target: str, over: str) -> Transformed:
         if not {v for v, _ in free_vars(g)} & inside:
             invariant = conj(invariant, g)
 
-    new_var = fresh_var(p)
+    new_var = L.fresh_var(p)
     taken: set[str] = set()
 
     def transfer(kind: str, store: bool) -> tuple[Any, L.Assign, tuple[int, ...], tuple[IExpr, ...]]:

@@ -22,7 +22,7 @@ from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, IVar, ibin
 from ..mapper import subst_node
-from .base import ScheduleError, fresh_name, fresh_var, loop_name, replace_loop, the_loop, with_body
+from .base import ScheduleError, fresh_name, loop_name, replace_loop, the_loop, with_body
 from ..transform import Kind, Obligation, Piece, Tau, Transformed
 
 TAILS = ("guard", "partition")
@@ -37,7 +37,7 @@ def split(p: ir.Program, loop: str, factor: int, tail: str = "guard", outer: str
     if lp.start != IConst(0):
         raise ScheduleError(f"split: loop {loop!r} must start at 0 (it starts at {lp.start})",
                             hint="split the loop before partitioning it, or split a segment that starts at 0")
-    new_var = fresh_var(p)
+    new_var = L.fresh_var(p)
     vo, vi = new_var(), new_var()
     o_name = loop_name(p, outer, f"{loop}.o", "split", freed=(loop,))
     i_name = loop_name(p, inner, f"{loop}.i", "split", freed=(loop,), taken={o_name})

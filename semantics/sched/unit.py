@@ -25,7 +25,7 @@ from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, ibin
 from ..mapper import subst_node
-from .base import ScheduleError, fresh_var, loop_name, proves, replace_loop, the_loop, with_body
+from .base import ScheduleError, loop_name, proves, replace_loop, the_loop, with_body
 from ..transform import Kind, Obligation, Piece, Tau, Transformed
 
 
@@ -35,7 +35,7 @@ def insert_unit(p: ir.Program, loop: str, name: Optional[str] = None, kind: Opti
     lp = the_loop(p, loop, "insert_unit")
     unit_kind = lp.kind if kind is None else kind
     u_name = loop_name(p, name, f"{loop}.unit", "insert_unit")
-    unit = L.Loop(fresh_var(p)(), u_name, IConst(1), unit_kind, ir.Block((), (lp,)), None, IConst(0), lp.loc)
+    unit = L.Loop(L.fresh_var(p)(), u_name, IConst(1), unit_kind, ir.Block((), (lp,)), None, IConst(0), lp.loc)
     obligations = (
         Obligation(Kind.COVERAGE, "insert_unit", f"{u_name!r} has the one value 0: (u, {loop}, ...) -> ({loop}, ...) is a "
                    "bijection", (loop,)),
