@@ -226,3 +226,83 @@ def test_a_lowering_that_reorders_dependent_statements_is_not_proved():
     bad = _swap_init_and_accumulation(lower(s.program, s.sizes))
     report = validate(s.program, bad, s.sizes)
     assert not report.ok, report.explain()
+
+
+
+# ============================================================================ names resolved by scope
+@pytest.mark.xfail(strict=True, reason="hole: forwarding.inline rewrites every load of the forward's name, "
+                                       "with no check (as tile_from and _ring_uses make) that the name is not "
+                                       "declared twice; a forward named like a tensor inlines the tensor's reads")
+def test_a_forward_named_like_a_tensor_is_not_proved():
+    """``Y[0] = X[0] + 1; { local X; X = 7; Y[1] = X }`` declared ``Forward(X, 7)``: inlining by name also
+    rewrites the read of tensor ``X`` outside the local's scope, so another program is compared."""
+    tensors = [tensor("X", (1,), written=False), tensor("Y", (2,))]
+    before = program("f", (), tensors, assign("Y", (0,), plus(lit(7), lit(1))), assign("Y", (1,), lit(7)))
+    after = program("f", (), tensors, assign("Y", (0,), plus(ld("X", 0), lit(1))),
+                    guard(IConst(1), decl("X", ()), assign("X", (), lit(7)), assign("Y", (1,), ld("X"))))
+    assert _differ(before, after, {})
+    r = _check(before, after, (Forward("X", lit(7)),))
+    _every_disproved_witness_replays(r)
+    assert not r.ok and r.status(Kind.COVERAGE) != "proved", r.explain()
+
+
+@pytest.mark.xfail(strict=True, reason="hole: forwarding.inline moves the forward's expression to each reader, "
+                                       "where its operand names may resolve to another buffer (a local that "
+                                       "shadows the operand); _forwarding_cases checks writes to the operand "
+                                       "the store read, never that the reader sees the same buffer")
+def test_a_forward_whose_operand_is_shadowed_at_the_reader_is_not_proved():
+    """``t = X[0]; { local X[1]; X[0] = 5; Y[0] = t }``: inlined, ``Y[0]`` reads the local ``X`` (5), while
+    the program reads tensor ``X``."""
+    tensors = [tensor("X", (1,), written=False), tensor("Y", (1,))]
+    shadow = (decl("X", (1,)), assign("X", (0,), lit(5)))
+    before = program("f", (), tensors, guard(IConst(1), *shadow, assign("Y", (0,), ld("X", 0))))
+    after = program("f", (), tensors, decl("t", ()), assign("t", (), ld("X", 0)),
+                    guard(IConst(1), *shadow, assign("Y", (0,), ld("t"))))
+    assert _differ(before, after, {})
+    r = _check(before, after, (Forward("t", ld("X", 0)),))
+    _every_disproved_witness_replays(r)
+    assert not r.ok and r.status(Kind.COVERAGE) != "proved", r.explain()
+
+
+def _ring_with_shadowed_source():
+    """``buf[0] = a[k]`` (tensor ``a``), then ``{ local a[N]; a[k] = 5; out[k] = buf[0] * 2 }``: the restored
+    use reads ``a[k]`` by name, inside the scope of the local ``a``."""
+    K = 99
+    tensors = [tensor("a", ("N",), written=False), tensor("out", ("N",))]
+    shadow = (decl("a", ("N",)), assign("a", (v(0),), lit(5)))
+    before = program("r", ("N",), tensors, loop(0, "k", "N", guard(
+        IConst(1), *shadow, assign("out", (v(0),), times(ld("a", v(0)), lit(2))))))
+    slot = ibin("mod", v(0), IConst(1))
+    fill = assign("buf", (slot,), ld("a", v(0)))
+    use = assign("out", (v(0),), times(ld("buf", slot), lit(2)))
+    after = program("r", ("N",), tensors, decl("buf", (1,)),
+                    loop(0, "k", "N", fill, guard(IConst(1), *shadow, use)))
+    ring = Ring("buf", "a", 1, K, ibin("mod", IVar(K, 0), IConst(1)), (), (IVar(K, 0),), ((fill, v(0)),),
+                ((use, v(0)),))
+    return before, after, ring
+
+
+@pytest.mark.xfail(strict=True, reason="hole: forwarding._ring_uses checks that the ring's name is declared once "
+                                       "(_alone(m, f)) but not the source's; restore_rings names the source at "
+                                       "each use, where a local of the same name shadows it")
+def test_a_ring_whose_source_is_shadowed_at_the_use_is_not_proved():
+    before, after, ring = _ring_with_shadowed_source()
+    assert _differ(before, after, {"N": 2})
+    r = _check(before, after, (ring,))
+    _every_disproved_witness_replays(r)
+    assert not r.ok and r.status(Kind.COVERAGE) != "proved", r.explain()
+
+
+def test_a_copy_whose_source_is_shadowed_at_the_user_is_not_proved():
+    """The same attack on a ``Copy``: ``tile_from`` refuses a source whose name is declared twice."""
+    tensors = [tensor("a", ("M",), written=False), tensor("out", ("M",))]
+    load = assign("s", (v(2),), ld("a", v(2)))
+    shadow = (decl("a", ("M",)), loop(1, "j", "M", assign("a", (v(1),), lit(5))))
+    before = program("c", ("M",), tensors, guard(IConst(1), *shadow,
+                                                 loop(1, "j", "M", assign("out", (v(1),), ld("a", v(1))))))
+    after = program("c", ("M",), tensors, decl("s", ("M",)), loop(2, "u", "M", load),
+                    guard(IConst(1), *shadow, loop(1, "j", "M", assign("out", (v(1),), ld("s", v(1))))))
+    assert _differ(before, after, {"M": 2})
+    r = _check(before, after, (Copy("s", "a", (2,), (v(2),), Live(load)),))
+    assert r.status(Kind.DATAMAP) == "unknown" and not r.ok
+    assert all(r.status(k) != "proved" for k in TRANSFORM)
