@@ -306,3 +306,47 @@ def test_a_copy_whose_source_is_shadowed_at_the_user_is_not_proved():
     r = _check(before, after, (Copy("s", "a", (2,), (v(2),), Live(load)),))
     assert r.status(Kind.DATAMAP) == "unknown" and not r.ok
     assert all(r.status(k) != "proved" for k in TRANSFORM)
+
+
+# ============================================================================ cell maps over variables rebound at the use
+@pytest.mark.xfail(strict=True, reason="hole: a ring's cell map may name a loop variable that is neither its "
+                                       "version variable nor an axis; _ring_cases checks it at the fill's loop of "
+                                       "that id, restore_rings reads it at the use's loop of that id")
+def test_a_ring_cell_map_over_a_variable_the_use_rebinds_is_not_proved():
+    """``for p (i1): buf[p mod 2] = a[p]; for k (i0): for q (i1) in [0, 1): out[k] = buf[k mod 2] * 2`` with
+    ``cell = (i1,)``: at each fill ``i1`` is ``p`` (the version), at the use ``q`` (always 0); restored,
+    ``out[k]`` reads ``a[0]`` as the old program does, while the program reads ``a[k]``."""
+    K = 99
+    tensors = [tensor("a", (2,), written=False), tensor("out", (2,))]
+    before = program("r", (), tensors,
+                     loop(0, "k", 2, loop(1, "q", 1, assign("out", (v(0),), times(ld("a", v(1)), lit(2))))))
+
+    def slot(e):
+        return ibin("mod", e, IConst(2))
+
+    fill = assign("buf", (slot(v(1)),), ld("a", v(1)))
+    use = assign("out", (v(0),), times(ld("buf", slot(v(0))), lit(2)))
+    after = program("r", (), tensors, decl("buf", (2,)), loop(1, "p", 2, fill), loop(0, "k", 2, loop(1, "q", 1, use)))
+    ring = Ring("buf", "a", 2, K, slot(IVar(K, 0)), (), (v(1),), ((fill, v(1)),), ((use, v(0)),))
+    assert _differ(before, after, {})
+    r = _check(before, after, (ring,))
+    _every_disproved_witness_replays(r)
+    assert not r.ok and r.status(Kind.COVERAGE) != "proved", r.explain()
+
+
+@pytest.mark.xfail(strict=True, reason="hole: a copy's cell map may name a variable outside its axes; "
+                                       "_tile_cases checks condition (0) with it bound to the load's loop of that "
+                                       "id, restore_copies (cell_at) leaves it to the user's loop of that id")
+def test_a_copy_cell_map_over_a_variable_outside_its_axes_is_not_proved():
+    """``for u (i2): s[u] = a[u]; for j (i2): out[j] = s[0]`` declared ``Copy(s, a, axes=(i5,), cell=(i2,))``:
+    condition (0) reads the load ``a[u]`` as ``a[i2]``, true; restored, ``out[j]`` reads ``a[j]`` (the old
+    program), while the program reads ``a[0]``."""
+    tensors = [tensor("a", ("M",), written=False), tensor("out", ("M",))]
+    before = program("c", ("M",), tensors, loop(2, "j", "M", assign("out", (v(2),), ld("a", v(2)))))
+    load = assign("s", (v(2),), ld("a", v(2)))
+    after = program("c", ("M",), tensors, decl("s", ("M",)), loop(2, "u", "M", load),
+                    loop(2, "j", "M", assign("out", (v(2),), ld("s", 0))))
+    assert _differ(before, after, {"M": 2})
+    r = _check(before, after, (Copy("s", "a", (5,), (v(2),), Live(load)),))
+    _every_disproved_witness_replays(r)
+    assert not r.ok and r.status(Kind.COVERAGE) != "proved", r.explain()
