@@ -396,3 +396,24 @@ def test_a_ring_of_a_narrower_dtype_is_not_proved():
     assert list(_run_one(after, {"N": 2}, arrays)["out"]) == [-24, 3]
     r = _check(plain, after, (ring,))
     assert not r.ok and r.status(Kind.COVERAGE) == "disproved", r.explain()
+
+
+# ============================================================================ a schedule whose op lies
+@pytest.mark.parametrize("lie", ["other-expression", "none", "other-name"])
+def test_a_schedule_op_whose_datamaps_lie_is_not_proved(lie):
+    """A hand-built ``Transformed`` in a schedule's history: the CSE temporary of a materialized unroll
+    declared with another expression, not declared, or declared under another name."""
+    from test_sched_hw_ops import make
+    s, _ = make("broadcast", N=8)
+    s.unroll("add2.N", materialize=True)
+    t = s.transforms[-1]
+    (fwd,) = t.datamaps
+    datamaps = {"other-expression": (Forward(fwd.buffer, L.Lit(0, "i32")),), "none": (),
+                "other-name": (Forward(fwd.buffer + "_x", fwd.expression),)}[lie]
+    s.transforms[-1] = dataclasses.replace(t, datamaps=datamaps)
+    r = s.check()
+    subject = list(r.contract())[-1]
+    mine = {res.kind: res.status for res in r if res.subject == subject}
+    assert all(mine[k] == "unknown" for k in TRANSFORM) and not r.ok
+    assert mine.get(Kind.DATAMAP, "unknown") == ("disproved" if lie == "other-expression" else "unknown")
+    _every_disproved_witness_replays(r)
