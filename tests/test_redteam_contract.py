@@ -449,3 +449,18 @@ def test_a_forward_read_under_a_loop_that_rebinds_its_variable_is_not_proved():
     r = _check(before, after, (Forward("t", ld("X", v(0))),))
     _every_disproved_witness_replays(r)
     assert not r.ok and r.status(Kind.COVERAGE) != "proved", r.explain()
+
+
+def test_a_copy_whose_cell_map_is_not_injective_is_disproved():
+    """Two tile cells stand for ``a[0]``, each updated and stored back: the second load touches ``a[0]`` while
+    the first tile cell holds it."""
+    tensors = [tensor("a", (1,)), tensor("out", (1,))]
+    before = program("c", (), tensors, loop(1, "j", 2, assign("a", (0,), plus(ld("a", 0), lit(1)))))
+    load = assign("s", (v(2),), ld("a", 0))
+    store = assign("a", (0,), ld("s", v(3)))
+    after = program("c", (), tensors, decl("s", (2,)), loop(2, "u", 2, load),
+                    loop(1, "j", 2, assign("s", (v(1),), plus(ld("s", v(1)), lit(1)))), loop(3, "w", 2, store))
+    assert _differ(before, after, {})
+    r = _check(before, after, (Copy("s", "a", (2,), (IConst(0),), Live(load, store)),))
+    d = _datamap_disproved_and_replayed(r)
+    assert "while s holds it" in d.witness.summary
