@@ -80,12 +80,9 @@ def check_transform(before: ir.Program, after: ir.Program, tau: Tau, sizes: Opti
     """The obligations of rewriting ``before`` into ``after`` with coordinate map ``tau``; ``datamaps`` are
     the transform's declarations of the buffers it mints. For the program obligation kinds in
     ``proved_before`` (proved of ``before``), the statements and pairs the transform left untouched
-    (``Correspondence.kept``, ``kept_pair``) are not checked again."""
-    old = _model(before, sizes)
-    if old.problems:
-        raise CheckerError(f"the program before the transform is ill-formed: {old.problems[0]}",
-                           hint="check the program the transform starts from")
-    new = _model(after, sizes)
+    (``Correspondence.kept``, ``kept_pair``) are not checked again. Nothing is proved when ``before`` is
+    ill-formed."""
+    old, new = _model(before, sizes), _model(after, sizes)
     report = Report()
     memo: dict[str, Any] = {}  # the correspondence and what is compared, once computed
 
@@ -96,14 +93,16 @@ def check_transform(before: ir.Program, after: ir.Program, tau: Tau, sizes: Opti
         return memo["compared"]
 
     def verdict(kind: Kind, module: Any) -> Verdict:
+        if old.problems:
+            return _ill_formed(old, "the program before the transform")
         if new.problems and kind != Kind.COVERAGE:
             return _ill_formed(new)
         compared = comparison()
         return unknown(compared, "isl") if isinstance(compared, str) else module.check(compared, timeout_ms)
 
     def declarations() -> Verdict:
-        if new.problems:
-            return _ill_formed(new)
+        if old.problems or new.problems:
+            return _ill_formed(old, "the program before the transform") if old.problems else _ill_formed(new)
         comparison()
         return memo["declared"] or unknown("the transformed program mints no buffer the op declares", "structure")
 
@@ -184,8 +183,8 @@ def _scoped(report: Report, program: ir.Program, sizes: Mapping[str, int]) -> Re
     return report
 
 
-def _ill_formed(m: Model) -> Verdict:
-    return unknown(f"the transformed program is ill-formed ({m.problems[0]})", "structure")
+def _ill_formed(m: Model, what: str = "the transformed program") -> Verdict:
+    return unknown(f"{what} is ill-formed ({m.problems[0]})", "structure")
 
 
 def _program_report(m: Model, subject: str, final: bool, target: Target, timeout_ms: int, replay: bool,

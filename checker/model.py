@@ -22,7 +22,8 @@ Instances are written as formulas (``formula.py``): ``Inst`` names the variables
 copy of a statement's coordinates, and ``domain``, ``index_terms``, ``access_guard``,
 ``same_cell`` build the formulas. ``order.py`` builds the execution order, ``polyhedral.py``
 the same objects as isl sets and maps. What reads a loop variable no enclosing loop binds,
-or a buffer no ``Decl`` in scope declares, is recorded in ``problems`` (the program is
+or a buffer no ``Decl`` in scope declares, and a loop nested in a loop of its own variable (an
+instance gives each variable one coordinate), are recorded in ``problems`` (the program is
 ill-formed there).
 """
 from __future__ import annotations
@@ -207,6 +208,8 @@ class Model:
             here = path + (pos,)
             if isinstance(st, L.Loop):
                 self._scope_check(f"the range of loop {st.name!r}", [st.start, st.extent], bound)
+                if st.var in bound:
+                    self.problems.append(f"loop {st.name!r} rebinds loop variable r{st.var} of an enclosing loop")
                 self.headers.append(Stmt(len(self.headers), st, "loop", loops, guards, here, containers))
                 self._block(st.body, loops + (LoopRec(st),), guards, here, containers + ("loop",), scope)
             elif isinstance(st, L.If):

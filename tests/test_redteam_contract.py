@@ -420,9 +420,6 @@ def test_a_schedule_op_whose_datamaps_lie_is_not_proved(lie):
 
 
 # ============================================================================ loop variables rebound by an inner loop
-@pytest.mark.xfail(strict=True, reason="hole: the model accepts a loop nested in a loop of the same variable id, "
-                                       "and checker.model.inst gives both one coordinate: only the diagonal "
-                                       "instances are modelled (N*N increments proved equal to N)")
 def test_nested_loops_of_one_variable_id_are_not_proved_equal_to_one_loop():
     tensors = [tensor("Y", (1,))]
     bump = assign("Y", (0,), plus(ld("Y", 0), lit(1)))
@@ -434,9 +431,6 @@ def test_nested_loops_of_one_variable_id_are_not_proved_equal_to_one_loop():
     assert not r.ok, r.explain()
 
 
-@pytest.mark.xfail(strict=True, reason="hole: forwarding.inline moves the forward's expression under the loops "
-                                       "around the reader, where an inner loop of the same variable id rebinds "
-                                       "the expression's loop variable")
 def test_a_forward_read_under_a_loop_that_rebinds_its_variable_is_not_proved():
     """``for i (i0): t = X[i]; for j (i0): Y[j, j] = t``: inlined, ``Y[j, j]`` reads ``X[j]``."""
     tensors = [tensor("X", ("N",), written=False), tensor("Y", ("N", "N"))]
