@@ -461,10 +461,6 @@ def test_a_copy_whose_cell_map_is_not_injective_is_disproved():
 
 
 # ============================================================================ the stated contract
-@pytest.mark.xfail(strict=True, reason="inconsistency: a stated kind the checker discharges (datamap) but that "
-                                       "nothing decided is reported unknown by Report.contract(), yet Report.ok "
-                                       "stays True (check_transform appends an unknown result only for kinds "
-                                       "outside DISCHARGED)")
 def test_a_stated_datamap_nothing_decides_leaves_the_report_not_ok():
     from tilecert.semantics.transform import Obligation
     tensors = [tensor("a", ("N",), written=False), tensor("out", ("N",))]
