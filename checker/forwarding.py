@@ -7,7 +7,7 @@ access of the source cell it stands for, the transfers and the declaration dropp
 *inlined*. A fresh buffer the op does not declare leaves the comparison unknown. Nothing is guessed
 from a buffer's name or shape: the statements a declaration names are found by identity.
 
-``Forward(f, e)``: scalar ``f`` written by one store ``w: f[] = e`` and read by statements inside
+``Forward(f, e)``: scalar ``f`` of ``e``'s dtype written by one store ``w: f[] = e`` and read by statements inside
 ``w``'s loops. For every reading instance ``r`` and the instance ``z`` of ``w`` sharing ``r``'s
 coordinates on ``w``'s loops:
 
@@ -183,6 +183,9 @@ def inline(m: Model, fresh: list[tuple[BufferRec, Forward]], timeout_ms: int) ->
         if w.node.value != d.expression:
             return _refused(f"forward {f.name} is stored {sexpr(w.node.value)}, not the declared "
                             f"{sexpr(d.expression)}")
+        if w.node.value.dtype != f.dtype:
+            return unknown(f"forward {f.name} ({f.dtype}) is stored a {w.node.value.dtype} value: inlined, the "
+                           "conversion of the store would be lost", "structure")
         readers = [s for s in m.statements if any(a.buffer is f and a.mode == "read" for a in s.accesses)]
         for s in readers:
             if len(w.loops) > len(s.loops) or any(a.node is not b.node for a, b in zip(w.loops, s.loops)):

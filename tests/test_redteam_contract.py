@@ -369,9 +369,6 @@ def _forward_into(dtype):
     return before, after
 
 
-@pytest.mark.xfail(strict=True, reason="hole: forwarding.inline substitutes the stored expression for reads of a "
-                                       "forward of a narrower dtype (i8 holding an i32 value), dropping the "
-                                       "conversion of the store; tile_from compares dtypes, inline does not")
 def test_a_forward_into_a_narrower_dtype_is_not_proved():
     before, after = _forward_into("i8")
     arrays = {"X": np.array([1000], dtype=np.int32), "Y": np.zeros(1, dtype=np.int32)}
