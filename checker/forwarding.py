@@ -17,7 +17,7 @@ coordinates on ``w``'s loops:
 
 ``Copy(f, source, u, cell, live)``: the load ``z: f[u] = source[c]`` and (unless read-only) the
 store-back ``z': source[c'] = f[u]``, each over ``f``'s owner loops and one loop per axis of ``f``; every
-other statement accessing ``f`` is a *user*. For every load instance ``z`` (tile cell ``u``) and the
+other statement accessing ``f`` is a *user*. ``cell`` reads only ``u`` and ``f``'s owner loops (else unknown). For every load instance ``z`` (tile cell ``u``) and the
 store-back instance ``z'`` of the same allocation and ``u``:
 
     (0) z in D_load  =>  c = cell(u)                                      the load reads the declared cell
@@ -36,7 +36,8 @@ their cells), which its ``bounds`` obligation reports.
 
 ``Ring(f, source, versions, k, slot, u, cell, fills, uses)``: each fill ``t`` (version ``v_t``) is
 ``f[s, u] = source[c]``, each use ``r`` (version ``v_r``) reads ``f[s, u]``; every statement accessing
-``f`` is one of them, no use writes ``f``, and ``f``'s first axis has ``versions`` slots. For every
+``f`` is one of them, no use writes ``f``, ``f``'s first axis has ``versions`` slots, and ``slot`` and
+``cell`` read only ``k``, ``u`` and ``f``'s owner loops. For every
 use instance ``r`` reading ``f[s, u]``:
 
     (0) fill z:  s_z = slot(v_t(z)), c_z = cell(v_t(z), u_z);   use r:  s = slot(v_r(r))
@@ -58,7 +59,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
-from tilecert.semantics.index import IConst, IExpr, IVar
+from tilecert.semantics.index import IConst, IExpr, IVar, free_vars
 from tilecert.semantics.mapper import Mapper, map_loads
 from tilecert.semantics.printer import sexpr
 from tilecert.semantics.transform import Copy, DataMap, Forward, Renamed, Ring, Tau
@@ -149,6 +150,18 @@ def _inside(s: Stmt, owner: tuple) -> bool:
 def _alone(m: Model, *bufs: BufferRec) -> bool:
     """No two buffers of ``m`` share a name with one of ``bufs`` (so rewriting by name is exact)."""
     return all(sum(b.name == x.name for b in m.buffers) == 1 for x in bufs)
+
+
+def _stray(f: BufferRec, maps: Sequence[IExpr], bound: Sequence[int]) -> Optional[Verdict]:
+    """Unknown when ``maps`` (a declaration's cell and slot maps) read a loop variable outside ``bound`` and
+    ``f``'s owner loops: the checker would evaluate it at a transfer, the rewrite at each access, where the
+    same id may stand for another loop."""
+    allowed = set(bound) | {lp.var for lp in f.owner_loops}
+    stray = sorted({region for e in maps for region, _ in free_vars(e)} - allowed)
+    if not stray:
+        return None
+    return unknown(f"the declared map of {f.name} reads loop variable(s) {', '.join(f'r{v}' for v in stray)}, "
+                   f"neither its declared variables nor a loop that owns {f.name}", "structure")
 
 
 def _unwritten(m: Model, x: Inst, read: Any, r: Inst, at: Any, names: Names, key: str,
@@ -263,6 +276,9 @@ def tile_from(m: Model, f: BufferRec, d: Copy) -> Union[Tile, Verdict]:
     if found is None:
         return unknown(f"a transfer the op declares for {f.name} is not in the transformed program", "structure")
     load, store = found[0], (found[1] if len(found) > 1 else None)
+    stray = _stray(f, d.cell, d.axes)
+    if stray is not None:
+        return stray
     if load.kind != "assign" or load.target is not f or not isinstance(load.node.value, L.Ld) \
             or load.node.value.buf != d.source:
         return _refused(f"the declared load of {f.name}, `{load.label()}`, does not copy {d.source} into it")
@@ -389,6 +405,9 @@ def _ring_uses(m: Model, f: BufferRec, d: Ring) -> Union[tuple[list[RingUse], li
     if f.shape[:1] != (IConst(d.versions),):
         return _refused(f"ring {f.name} is declared with {d.versions} slots but allocates "
                         f"[{', '.join(map(str, f.shape))}]")
+    stray = _stray(f, (d.slot, *d.cell), (d.var, *d.axes))
+    if stray is not None:
+        return stray
     declared = {id(s) for s in fill_stmts + use_stmts}
     other = next((s for s in m.statements if s.kind != "decl" and id(s) not in declared
                   and any(a.buffer is f for a in s.accesses)), None)

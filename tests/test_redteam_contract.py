@@ -311,9 +311,6 @@ def test_a_copy_whose_source_is_shadowed_at_the_user_is_not_proved():
 
 
 # ============================================================================ cell maps over variables rebound at the use
-@pytest.mark.xfail(strict=True, reason="hole: a ring's cell map may name a loop variable that is neither its "
-                                       "version variable nor an axis; _ring_cases checks it at the fill's loop of "
-                                       "that id, restore_rings reads it at the use's loop of that id")
 def test_a_ring_cell_map_over_a_variable_the_use_rebinds_is_not_proved():
     """``for p (i1): buf[p mod 2] = a[p]; for k (i0): for q (i1) in [0, 1): out[k] = buf[k mod 2] * 2`` with
     ``cell = (i1,)``: at each fill ``i1`` is ``p`` (the version), at the use ``q`` (always 0); restored,
@@ -336,9 +333,6 @@ def test_a_ring_cell_map_over_a_variable_the_use_rebinds_is_not_proved():
     assert not r.ok and r.status(Kind.COVERAGE) != "proved", r.explain()
 
 
-@pytest.mark.xfail(strict=True, reason="hole: a copy's cell map may name a variable outside its axes; "
-                                       "_tile_cases checks condition (0) with it bound to the load's loop of that "
-                                       "id, restore_copies (cell_at) leaves it to the user's loop of that id")
 def test_a_copy_cell_map_over_a_variable_outside_its_axes_is_not_proved():
     """``for u (i2): s[u] = a[u]; for j (i2): out[j] = s[0]`` declared ``Copy(s, a, axes=(i5,), cell=(i2,))``:
     condition (0) reads the load ``a[u]`` as ``a[i2]``, true; restored, ``out[j]`` reads ``a[j]`` (the old
