@@ -17,8 +17,9 @@ coordinates on ``w``'s loops:
 
 ``Copy(f, source, u, cell, live)``: the load ``z: f[u] = source[c]`` and (unless read-only) the
 store-back ``z': source[c'] = f[u]``, each over ``f``'s owner loops and one loop per axis of ``f``; every
-other statement accessing ``f`` is a *user*. ``cell`` reads only ``u`` and ``f``'s owner loops (else unknown). For every load instance ``z`` (tile cell ``u``) and the
-store-back instance ``z'`` of the same allocation and ``u``:
+other statement accessing ``f`` is a *user*; ``cell`` reads only ``u`` and ``f``'s owner loops (else unknown).
+For every load instance ``z`` (tile cell ``u``) and the store-back instance ``z'`` of the same allocation
+and ``u``:
 
     (0) z in D_load  =>  c = cell(u)                                      the load reads the declared cell
     (1) z in D_load  =>  z' in D_store, c' = c, HB(z, z')                 every loaded cell is stored back
