@@ -99,6 +99,10 @@ def read_through(c: Correspondence, tau: Tau, timeout_ms: int,
                if missing else f"the transform introduces buffers ({', '.join(undeclared)}) without declaring what "
                                "they hold")
         return why, unknown(why, "structure") if declared else None
+    if c.new.shadows:
+        why = (f"the transformed program redeclares a visible name ({c.new.shadows[0]}): reading it through its "
+               "declared buffers, which rewrites accesses by name, could change which buffer an access names")
+        return why, unknown(why, "structure")
     engines: set[str] = set()
     for stage, kind in ((restore_rings, Ring), (restore_copies, Copy), (inline, Forward)):
         mine = [(f, declared[f.name]) for f in c.fresh if isinstance(declared[f.name], kind)]
@@ -190,6 +194,8 @@ def inline(m: Model, fresh: list[tuple[BufferRec, Forward]], timeout_ms: int) ->
     for f, d in fresh:
         if f.shape:
             return _refused(f"forward {f.name} is not a scalar")
+        if not _alone(m, f):
+            return unknown(f"the name of forward {f.name} is declared twice", "structure")
         writers = [s for s in m.statements if s.target is f and s.kind != "decl"]
         if len(writers) != 1 or writers[0].kind != "assign":
             return _refused(f"forward {f.name} is not written by exactly one store")

@@ -16,7 +16,9 @@ every enclosing guard holds (the iteration domain ``D_s``). Its *accesses*:
 A cell of a declared buffer is (the buffer's ``Decl``, the owner coordinates, the element
 index); a cell of a tensor is (its name, the element index). Buffers are resolved
 lexically: an access names the nearest ``Decl`` in scope, so copies of a body that
-declare buffers of one name hold distinct buffers.
+declare buffers of one name hold distinct buffers; a ``Decl`` of a name already visible
+where it stands (a tensor's, or an enclosing or earlier declaration's) is recorded in
+``shadows`` (a rewrite by name would mix the two).
 
 Instances are written as formulas (``formula.py``): ``Inst`` names the variables of one
 copy of a statement's coordinates, and ``domain``, ``index_terms``, ``access_guard``,
@@ -180,6 +182,7 @@ class Model:
         self.headers: list[Stmt] = []  # one pseudo-statement per loop: its instances are the loop's executions
         self.buffers: list[BufferRec] = []
         self.problems: list[str] = []
+        self.shadows: list[str] = []  # declarations of a name already visible where they stand
         scope = {}
         for t in program.tensors:
             rec = BufferRec(t.name, t.dtype, t.shape, "global")
@@ -223,6 +226,9 @@ class Model:
         if isinstance(st, L.Decl):
             self._scope_check(f"the shape of {st.buf.name}", list(st.buf.shape), bound)
             stmt = Stmt(sid, st, "decl", loops, guards, path, containers)
+            if st.buf.name in scope:
+                what = "a tensor" if scope[st.buf.name].decl is None else "a declaration in scope"
+                self.shadows.append(f"`{stmt.label()}` declares {st.buf.name}, which {what} already names")
             rec = BufferRec(st.buf.name, st.buf.dtype, st.buf.shape, st.buf.scope, stmt)
             self.buffers.append(rec)
             scope[st.buf.name] = rec

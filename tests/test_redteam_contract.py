@@ -232,9 +232,6 @@ def test_a_lowering_that_reorders_dependent_statements_is_not_proved():
 
 
 # ============================================================================ names resolved by scope
-@pytest.mark.xfail(strict=True, reason="hole: forwarding.inline rewrites every load of the forward's name, "
-                                       "with no check (as tile_from and _ring_uses make) that the name is not "
-                                       "declared twice; a forward named like a tensor inlines the tensor's reads")
 def test_a_forward_named_like_a_tensor_is_not_proved():
     """``Y[0] = X[0] + 1; { local X; X = 7; Y[1] = X }`` declared ``Forward(X, 7)``: inlining by name also
     rewrites the read of tensor ``X`` outside the local's scope, so another program is compared."""
@@ -248,10 +245,6 @@ def test_a_forward_named_like_a_tensor_is_not_proved():
     assert not r.ok and r.status(Kind.COVERAGE) != "proved", r.explain()
 
 
-@pytest.mark.xfail(strict=True, reason="hole: forwarding.inline moves the forward's expression to each reader, "
-                                       "where its operand names may resolve to another buffer (a local that "
-                                       "shadows the operand); _forwarding_cases checks writes to the operand "
-                                       "the store read, never that the reader sees the same buffer")
 def test_a_forward_whose_operand_is_shadowed_at_the_reader_is_not_proved():
     """``t = X[0]; { local X[1]; X[0] = 5; Y[0] = t }``: inlined, ``Y[0]`` reads the local ``X`` (5), while
     the program reads tensor ``X``."""
@@ -284,9 +277,6 @@ def _ring_with_shadowed_source():
     return before, after, ring
 
 
-@pytest.mark.xfail(strict=True, reason="hole: forwarding._ring_uses checks that the ring's name is declared once "
-                                       "(_alone(m, f)) but not the source's; restore_rings names the source at "
-                                       "each use, where a local of the same name shadows it")
 def test_a_ring_whose_source_is_shadowed_at_the_use_is_not_proved():
     before, after, ring = _ring_with_shadowed_source()
     assert _differ(before, after, {"N": 2})
