@@ -386,7 +386,7 @@ def test_a_schedule_op_whose_datamaps_lie_is_not_proved(lie):
     declared with another expression, not declared, or declared under another name."""
     from test_sched_hw_ops import make
     s, _ = make("broadcast", N=8)
-    s.unroll("add2.N", materialize=True)
+    s.unroll("add.add.N", materialize=True)
     t = s.transforms[-1]
     (fwd,) = t.datamaps
     datamaps = {"other-expression": (Forward(fwd.buffer, L.Lit(0, "i32")),), "none": (),
