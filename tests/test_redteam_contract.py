@@ -450,3 +450,46 @@ def test_a_stated_datamap_nothing_decides_leaves_the_report_not_ok():
                         final=False)
     assert r.contract()["transform"] == {Kind.DATAMAP: "unknown"}
     assert not r.ok
+
+
+# ============================================================================ the rules that close the holes
+@pytest.mark.parametrize("layout,shadows", [("siblings", 0), ("nested", 1), ("redeclared", 1), ("tensor", 1)])
+def test_a_declaration_shadows_only_a_name_visible_where_it_stands(layout, shadows):
+    """Copies of a body (siblings) may declare one name; a declaration inside the scope of another of its
+    name, a second one in the same block, or one named like a tensor is recorded."""
+    from tilecert.checker.model import Model
+    body = (decl("t", ()), assign("t", (), lit(1)), assign("Y", (0,), ld("t")))
+    name = "Y" if layout == "tensor" else "t"
+    blocks = {"siblings": (guard(IConst(1), *body), guard(IConst(1), *body)),
+              "nested": (guard(IConst(1), *body, guard(IConst(1), *body)),),
+              "redeclared": body + body,
+              "tensor": (guard(IConst(1), decl(name, ()), assign(name, (), lit(1))),)}[layout]
+    m = Model(program("s", (), [tensor("Y", (1,))], *blocks))
+    assert len(m.shadows) == shadows and not m.problems
+    assert all(f"declares {name}" in why for why in m.shadows)
+
+
+def test_a_program_with_nested_loops_of_one_variable_id_is_refused_as_ill_formed():
+    from tilecert.checker import CheckerError, check_program
+    bump = assign("Y", (0,), plus(ld("Y", 0), lit(1)))
+    p = program("f", ("N",), [tensor("Y", (1,))], loop(0, "i", "N", loop(0, "j", "N", bump)))
+    with pytest.raises(CheckerError, match="rebinds loop variable r0"):
+        check_program(p)
+
+
+def test_a_ring_slot_map_over_a_variable_outside_its_declaration_is_unknown():
+    """The slot map reads ``i1`` (neither the version variable nor a loop owning the ring): unknown."""
+    K = 99
+    tensors = [tensor("a", ("N",), written=False), tensor("out", ("N",))]
+    plain = program("ring", ("N",), tensors, loop(0, "k", "N", assign("out", (v(0),), ld("a", v(0)))))
+    slot = ibin("mod", v(0), IConst(1))
+    fill = assign("buf", (slot,), ld("a", v(0)))
+    use = assign("out", (v(0),), ld("buf", slot))
+    after = program("ring", ("N",), tensors, decl("buf", (1,)), loop(0, "k", "N", fill, use))
+    ring = Ring("buf", "a", 1, K, ibin("mod", IVar(1, 0), IConst(1)), (), (IVar(K, 0),), ((fill, v(0)),),
+                ((use, v(0)),))
+    r = _check(plain, after, (ring,))
+    (d,) = r.verdicts(Kind.DATAMAP)
+    assert d.status == "unknown" and "r1" in d.reason and not r.ok
+    legal = dataclasses.replace(ring, slot=ibin("mod", IVar(K, 0), IConst(1)))
+    assert _check(plain, after, (legal,)).ok
