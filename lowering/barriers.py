@@ -21,6 +21,11 @@ loop form, so that the checker's ``noninterference`` (per barrier phase) and
   loops of the dimensions bound around it (one copy per coordinate of them: the nest puts
   these outermost, in ``NEST_ORDER`` where that leaves a choice), and a zero fill by the
   threads that share the copy takes its place (``Kernel.zero_fill``).
+- **Serialized loops.** A loop that is no thread loop but holds one (or a barrier) is run by every
+  thread of the block, iteration after iteration in one order, so it becomes ``serial`` (one of
+  the orders a ``parallel`` loop admits): a buffer declared in its body and hoisted is then one
+  copy reused iteration after iteration, re-zeroed where it was declared, not one copy raced on by
+  concurrent iterations.
 - **Barriers.** Walking each sequence with the effects since the last barrier, a barrier is
   placed before a statement (or loop / guard) that writes a buffer those effects access or
   accesses one they write, and at the end of a loop body whose last effects conflict with the
@@ -226,6 +231,8 @@ class Kernel:
                 out.append(self.unit(node, acts + ([] if private else self.rep(bound)), key))
             else:
                 body = self.items(st.body.ops, bound, subst, acts, key)
+                if isinstance(node, L.Loop) and node.kind == "parallel":
+                    node = replace(node, kind="serial")  # every thread runs it, in one order: see Serialized loops
                 out.append(Ctl(node, body))
         return out
 

@@ -214,7 +214,7 @@ def test_stated_barriers_stay_in_place_and_thread_loops_with_barriers_run_on_eve
     assert "__shared__ int32_t b1_s[8];" in kernel
     assert 'extern "C" __global__ void tc_k0_tree_reduction_ok(const int32_t *__restrict__ T0_X, ' \
            "int32_t *__restrict__ T1_Y, int64_t S0_N, int64_t S1_G, int *err)" in kernel
-    assert re.search(r"if \(\(i\d+ < 4\)\) \{\n\s+/\* S2 at line 0 \*/\n.*\n\s+\}\n\s+__syncthreads", kernel)
+    assert re.search(r"if \(\(i\d+ < 4\)\) \{\n\s+/\* S\d+ at line 0 \*/\n.*\n\s+\}\n\s+__syncthreads", kernel)
 
 
 def test_warp_and_lane_loops_share_the_x_dimension_and_use_warp_barriers(emitted):
