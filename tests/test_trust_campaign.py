@@ -97,7 +97,7 @@ def test_proved_schedules_match_the_specification_on_both_backends_and_disproved
     event("disproved, replay confirmed" if confirmed else "not proved, no confirmed replay")
     for r in confirmed:
         k = _op_index(r.subject)
-        assert check_really_differs(s.programs[k], s.programs[k + 1], r.verdict.witness.sizes), \
+        assert check_really_differs(s.programs[k], s.programs[k + 1], {**dict(r.verdict.witness.sizes), **s.sizes}), \
             (r.subject, r.verdict.witness.lines())
 
 
