@@ -1,7 +1,7 @@
 """Errors of the backends: every one a ``TilecertError`` with a hint."""
 from __future__ import annotations
 
-from tilecert.semantics.errors import TilecertError, TilecertWarning
+from tilecert.semantics.errors import InputError, TilecertError, TilecertWarning
 
 
 class BackendError(TilecertError):
@@ -18,6 +18,10 @@ class CompileError(BackendError):
 
 class SanitizerError(BackendError):
     """A sanitizer build reported undefined behaviour or a memory error (the report is in the message)."""
+
+
+class StaleConstantError(InputError):
+    """A call passes a constant input whose contents changed since the kernel packed it (``backends/c/packs.py``)."""
 
 
 class CacheWarning(TilecertWarning):

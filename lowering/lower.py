@@ -19,7 +19,10 @@ What the pass decides, statement by statement:
   enclosing body, so private to every thread that runs it): on the stack when its shape is
   constant and small, else on the heap;
 - ``Accum`` under a ``threads`` loop whose kind is not ``parallel`` into a buffer allocated
-  outside that loop is marked ``atomic``.
+  outside that loop is marked ``atomic``;
+- packs: the hoisted constant packs that start the program (``lowering.packs``, a
+  ``PackError`` for any other ``constant`` declaration) are lowered in place and named in
+  ``Lowered.packs`` (each its ``Alloc`` and the nodes of its nest).
 
 Nothing here is trusted: ``lowering.validate`` proves, with the checker's coverage and
 bounds obligations, that every scheduled statement's instances and operations are exactly
@@ -36,7 +39,8 @@ from tilecert.semantics.dtypes import dtype_of
 from tilecert.semantics.index import IBin, IConst, IExpr, INot, ISize, IVar, conjuncts, free_vars, ibin, linear
 from tilecert.semantics.mapper import map_node, subst_node
 
-from .program import Alloc, For, Guard, Lowered, LoweringError, Node, Seq, Store, Sync
+from .packs import constant_packs
+from .program import Alloc, For, Guard, Lowered, LoweringError, Node, Pack, Seq, Store, Sync
 
 LEAVES = (L.Decl, L.Assign, L.Accum, L.Barrier)  # the statements the checker's model numbers, in program order
 STACK_LIMIT = 32 * 1024  # bytes: larger or non-constant buffers go on the heap
@@ -120,8 +124,17 @@ class Lowerer:
         if not L.is_loop_form(self.p.body):
             raise LoweringError(f"kernel {self.p.name} is not in loop form", self.p.loc,
                                 "lower a Schedule's program (tc.schedule(kernel).program) or expand the kernel first")
-        body = self.block(self.p.body)
-        return Lowered(self.p.name, self.p.sizes, self.p.tensors, tuple(body), tuple(sorted(self.sizes.items())))
+        nests = constant_packs(self.p)
+        body: list[Node] = []
+        packs: list[Pack] = []
+        for k, st in enumerate(self.p.body.ops):
+            start = len(body)
+            body.extend(self.stmt(st))
+            if k < 2 * len(nests) and k % 2 == 1:
+                pk = nests[k // 2]
+                packs.append(Pack(pk.decl.buf.name, start - 1, len(body), pk.reads))
+        return Lowered(self.p.name, self.p.sizes, self.p.tensors, tuple(body), tuple(sorted(self.sizes.items())),
+                       tuple(packs))
 
     def block(self, block: ir.Block) -> list[Node]:
         out: list[Node] = []

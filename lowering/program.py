@@ -24,6 +24,10 @@ loop variable of that statement to an expression over this program's loop variab
 (``tau``: which instance of the scheduled statement a lowered instance performs).
 - ``Sync``: a barrier among the participants of a scope.
 
+``Lowered.packs`` names the hoisted constant packs (``lowering.packs``) at the start of the
+body: each is the ``Alloc`` at ``body[start]`` and the nodes of its nest up to ``body[stop]``,
+so a backend may run them apart from the kernel proper (``kernel_body``).
+
 Scalar expressions are those of loop form (``Ld``, ``Lit``, ``Ix``, ``Un``, ``Bin``, ``Sel``,
 ``Cvt``) with index expressions over the lowered loop variables.
 """
@@ -102,18 +106,35 @@ Node = Union[For, Guard, Seq, Alloc, Store, Sync]
 
 
 @dataclass(frozen=True)
+class Pack:
+    """A hoisted constant pack of a lowered body: ``body[start]`` is the ``Alloc`` of buffer ``buf``,
+    ``body[start + 1:stop]`` its nest, which loads the constant inputs ``reads``."""
+
+    buf: str
+    start: int
+    stop: int
+    reads: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Lowered:
-    """A lowered kernel: its signature (sizes, tensors) and its body."""
+    """A lowered kernel: its signature (sizes, tensors), its body and the hoisted packs that start it."""
 
     name: str
     sizes: tuple[str, ...]
     tensors: tuple[TensorDecl, ...]
     body: tuple[Node, ...]
     bound: tuple[tuple[str, int], ...] = ()
+    packs: tuple[Pack, ...] = ()
 
     @property
     def outputs(self) -> tuple[str, ...]:
         return tuple(t.name for t in self.tensors if t.written)
+
+    @property
+    def kernel_body(self) -> tuple[Node, ...]:
+        """The body after the hoisted packs."""
+        return self.body[self.packs[-1].stop:] if self.packs else self.body
 
 
 def walk(body: tuple[Node, ...]) -> Iterator[Node]:
@@ -128,6 +149,7 @@ def walk(body: tuple[Node, ...]) -> Iterator[Node]:
 def format_lowered(lp: Lowered) -> str:
     """A readable listing of a lowered program (for reports and tests)."""
     lines = [f"lowered {lp.name}({', '.join(t.name for t in lp.tensors)}) sizes={list(lp.sizes)}"]
+    packs = {pk.buf for pk in lp.packs}
 
     def emit(body: tuple[Node, ...], depth: int) -> None:
         pad = "  " * depth
@@ -143,7 +165,8 @@ def format_lowered(lp: Lowered) -> str:
                 emit(node.body, depth)
             elif isinstance(node, Alloc):
                 shape = ", ".join(map(str, node.shape))
-                lines.append(f"{pad}alloc {node.scope} {node.buf}: {node.dtype}[{shape}] on {node.storage}")
+                where = "hoisted pack" if node.buf in packs else f"on {node.storage}"
+                lines.append(f"{pad}alloc {node.scope} {node.buf}: {node.dtype}[{shape}] {where}")
             elif isinstance(node, Store):
                 idx = ", ".join(map(str, node.index))
                 op = f"{node.accum}=" if node.accum else "="

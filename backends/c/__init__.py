@@ -41,7 +41,7 @@ def compile_c(program: ir.Program, sizes: Mapping[str, int], proof: Proof, sanit
     source = header("C", low, proof) + emit_c(lp)
     flags = build.SANITIZE_FLAGS if sanitize else build.FLAGS
     if sanitize:
-        source += "\n" + standalone_main(lp)
+        source += "\n" + standalone_main(lp, lp.packs)
     binary = build.build(source, flags, shared=not sanitize)
     return CKernel(program, lp, validation, source, binary, sanitize)
 

@@ -1,10 +1,14 @@
 """Lowered loop program -> C99 source (one function per kernel).
 
-The function is ``void tc_kernel(<tensor pointers>, <sizes>, int *err)``: tensors by
-``restrict`` pointer to C-contiguous row-major storage (``const`` when the kernel does not
-write them), in the kernel's tensor order, then every size parameter as ``int64_t`` in the
-program's size order, then the error flag (``prelude.ERROR_MESSAGES``). Sizes the schedule
-bound are compiled in as constants. Loops keep their scheduled names in comments.
+The function is ``void tc_kernel(<tensor pointers>, <pack pointers>, <sizes>, int *err)``:
+tensors by ``restrict`` pointer to C-contiguous row-major storage (``const`` when the kernel
+does not write them), in the kernel's tensor order, then one ``const`` pointer per hoisted
+constant pack (``Lowered.packs``, in order), then every size parameter as ``int64_t`` in the
+program's size order, then the error flag (``prelude.ERROR_MESSAGES``). Each pack's nest is a
+function of its own, ``void tc_pack_<k>(<the constant inputs it reads>, <the pack>, <sizes>,
+int *err)``, which fills a zeroed buffer; the runner calls it once per identity of those
+inputs (``runner.py``). Sizes the schedule bound are compiled in as constants. Loops keep
+their scheduled names in comments.
 
 Rendering of the lowered nodes: ``For`` in ``threads`` mode is an OpenMP ``parallel for``
 (with ``collapse`` over directly nested rectangular ``threads`` loops, ``num_threads`` from
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from tilecert.lowering.program import Alloc, For, Guard, Lowered, LoweringError, Node, Seq, Store, Sync, walk
+from tilecert.lowering.program import Alloc, For, Guard, Lowered, LoweringError, Node, Pack, Seq, Store, Sync, walk
 from tilecert.semantics import loopir as L
 from tilecert.semantics.bindings import DEFAULT_TARGET, Target
 from tilecert.semantics.dtypes import dtype_of
@@ -33,6 +37,7 @@ from ..text import c_comment, c_ident
 from .prelude import INT_TYPES, prelude
 
 SYMBOL = "tc_kernel"
+PACK_SYMBOL = "tc_pack_"  # + the pack's number in Lowered.packs
 C_TYPES = {"bool": "uint8_t", "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
            "u8": "uint8_t", "f16": "_Float16", "bf16": "float", "f32": "float", "f64": "double"}
 _INDEX_OPS = {"add": "+", "sub": "-", "mul": "*", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==",
@@ -226,19 +231,42 @@ class Emitter:
             self.emit("#pragma omp critical(tc_accum)", depth)
         self.emit(line, depth)
 
-    # ------------------------------------------------------------------ the function
+    # ------------------------------------------------------------------ the functions
+    def count(self, shape: tuple[IExpr, ...]) -> str:
+        """The number of cells of a buffer of ``shape`` (an ``int64_t`` expression)."""
+        return " * ".join(f"tc_max({self.index(s)}, 0)" for s in shape) or "1"
+
+    def pack_function(self, k: int, pk: Pack, sizes: list[str]) -> list[str]:
+        """``void tc_pack_<k>(<constant inputs it reads>, <the pack>, <sizes>, int *err)``: the nest of
+        hoisted pack ``pk`` filling the zeroed buffer it is given."""
+        alloc = self.lp.body[pk.start]
+        assert isinstance(alloc, Alloc)
+        self.declare(alloc)
+        params = [f"const {C_TYPES[self.dtypes[r]]} *restrict {self.names[r]}" for r in pk.reads]
+        params += [f"{C_TYPES[alloc.dtype]} *restrict {self.names[pk.buf]}", *sizes, "int *restrict err"]
+        kernel_lines, self.lines = self.lines, []
+        self.body(self.lp.body[pk.start + 1:pk.stop], 1, False, False)
+        nest, self.lines = self.lines, kernel_lines
+        return [c_comment(f"hoisted pack {pk.buf} of kernel {self.lp.name}: computed once per identity of the "
+                          "constant inputs it reads, into a zeroed buffer"),
+                f"void {PACK_SYMBOL}{k}({', '.join(params)})", "{",
+                *(f"    (void){self.sizes[s]};" for s in self.lp.sizes), "    (void)err;", *nest, "}", ""]
+
     def source(self) -> str:
+        sizes = [f"int64_t {self.sizes[s]}" for s in self.lp.sizes]
+        packs = [line for k, pk in enumerate(self.lp.packs) for line in self.pack_function(k, pk, sizes)]
         params = []
         for t in self.lp.tensors:
             const = "" if t.written else "const "
             params.append(f"{const}{C_TYPES[t.dtype]} *restrict {self.names[t.name]}")
-        params += [f"int64_t {self.sizes[s]}" for s in self.lp.sizes]
+        params += [f"const {C_TYPES[self.dtypes[pk.buf]]} *restrict {self.names[pk.buf]}" for pk in self.lp.packs]
+        params += sizes
         params.append("int *restrict err")
-        head = [prelude(), "", c_comment(f"kernel {self.lp.name}"),
+        head = [prelude(), "", *packs, c_comment(f"kernel {self.lp.name}"),
                 f"void {SYMBOL}({', '.join(params)})", "{"]
         for s in self.lp.sizes:
             head.append(f"    (void){self.sizes[s]};")
-        self.body(self.lp.body, 1, False, False)
+        self.body(self.lp.kernel_body, 1, False, False)
         tail = ["}", "", c_comment("round bf16 inputs in place, as the interpreter stores them"),
                 "void tc_round_bf16(float *restrict x, int64_t n) { for (int64_t k = 0; k < n; ++k) "
                 "x[k] = tc_bf16(x[k]); }", ""]
@@ -353,10 +381,11 @@ def emit_c(lp: Lowered, target: Target = DEFAULT_TARGET) -> str:
     return Emitter(lp, target).source()
 
 
-def standalone_main(lp: Lowered) -> str:
+def standalone_main(lp: Lowered, packs: tuple[Pack, ...] = ()) -> str:
     """A ``main`` for sanitizer builds: ``prog DIR`` reads ``DIR/sizes`` (int64 each) and ``DIR/t<k>``
-    (raw tensor k; bf16 values are rounded), runs the kernel, writes the written tensors back and the
-    error flag to ``DIR/err``."""
+    (raw tensor k; bf16 values are rounded), computes the hoisted ``packs`` the source has functions
+    for (``tc_pack_<k>``, into zeroed buffers), runs the kernel, writes the written tensors back and
+    the error flag to ``DIR/err``."""
     n = len(lp.tensors)
     lines = [
         "#include <stdio.h>",
@@ -380,17 +409,32 @@ def standalone_main(lp: Lowered) -> str:
     for k in range(n):
         lines.append(f"    t[{k}] = tc_read(argv[1], \"t{k}\", &len[{k}]); if (!t[{k}]) return 66;")
     args = [f"({C_TYPES[tl.dtype]} *)t[{k}]" for k, tl in enumerate(lp.tensors)]
-    args += [f"s[{k}]" for k in range(len(lp.sizes))]
+    size_args = [f"s[{k}]" for k in range(len(lp.sizes))]
     for k, tl in enumerate(lp.tensors):
         if tl.dtype == "bf16":
             lines.append(f"    tc_round_bf16((float *)t[{k}], len[{k}] / 4);")
-    lines.append("    int err = 0;")
-    lines.append(f"    {SYMBOL}({', '.join(args + ['&err'])});")
+    lines.append("    int err_flag = 0; int *err = &err_flag;")
+    em = Emitter(lp)
+    for k, name in enumerate(lp.sizes):
+        lines.append(f"    const int64_t {em.sizes[name]} = s[{k}]; (void){em.sizes[name]};")
+    tensor_arg = {tl.name: args[k] for k, tl in enumerate(lp.tensors)}
+    for k, pk in enumerate(packs):
+        alloc = lp.body[pk.start]
+        assert isinstance(alloc, Alloc)
+        ctype = C_TYPES[alloc.dtype]
+        lines.append(f"    {ctype} *p{k} = ({ctype} *)calloc((size_t)({em.count(alloc.shape)}) + 1, sizeof({ctype}));"
+                     f" if (!p{k}) return 71;")
+        call = [tensor_arg[r] for r in pk.reads] + [f"p{k}"] + size_args + ["err"]
+        lines.append(f"    if (*err == 0) {PACK_SYMBOL}{k}({', '.join(call)});")
+    call = args + [f"p{k}" for k in range(len(packs))] + size_args + ["err"]
+    lines.append(f"    if (*err == 0) {SYMBOL}({', '.join(call)});")
     for k, tl in enumerate(lp.tensors):
         if tl.written:
             lines.append(f"    if (tc_write(argv[1], \"t{k}\", t[{k}], len[{k}])) return 74;")
-    lines.append("    if (tc_write(argv[1], \"err\", &err, sizeof err)) return 74;")
+    lines.append("    if (tc_write(argv[1], \"err\", err, sizeof *err)) return 74;")
     for k in range(n):
         lines.append(f"    free(t[{k}]);")
+    for k in range(len(packs)):
+        lines.append(f"    free(p{k});")
     lines += ["    free(s);", "    return 0;", "}", ""]
     return "\n".join(lines)

@@ -29,13 +29,17 @@ import numpy as np
 
 from tilecert.checker.verdict import DISPROVED, Report
 from tilecert.lowering import Lowered, ValidationError, validate
+from tilecert.lowering.program import Alloc
 from tilecert.semantics import ir
 from tilecert.semantics.errors import ExecutionError, InputError
+from tilecert.semantics.index import evaluate
 from tilecert.semantics.inputs import bind_sizes, take_arrays
 
 from ..arrays import check_array
 from ..errors import SanitizerError
 from . import build
+from .emit import PACK_SYMBOL
+from .packs import PackCache
 from .prelude import ERROR_MESSAGES
 
 _STORAGE = {"bool": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "u8": np.uint8,
@@ -56,13 +60,22 @@ class CKernel:
         self.sanitize = sanitize
         self._checked: dict[tuple[int, ...], None] = {}
         self._fn: Optional[Any] = None
+        self._pack_fns: list[Any] = []
+        self.pack_cache = PackCache(tuple(dict.fromkeys(r for pk in lowered.packs for r in pk.reads)), self.name,
+                                    program.loc)
+        self.packs_computed = 0  # how many times this kernel computed its hoisted packs
         if not sanitize:
             lib = build.load(binary)
+            sizes = [ctypes.c_int64] * len(lowered.sizes) + [ctypes.POINTER(ctypes.c_int)]
             fn = lib.tc_kernel
             fn.restype = None
-            fn.argtypes = [ctypes.c_void_p] * len(lowered.tensors) + [ctypes.c_int64] * len(lowered.sizes) + \
-                [ctypes.POINTER(ctypes.c_int)]
+            fn.argtypes = [ctypes.c_void_p] * (len(lowered.tensors) + len(lowered.packs)) + sizes
             self._fn = fn
+            for k, pk in enumerate(lowered.packs):
+                pack = getattr(lib, f"{PACK_SYMBOL}{k}")
+                pack.restype = None
+                pack.argtypes = [ctypes.c_void_p] * (len(pk.reads) + 1) + sizes
+                self._pack_fns.append(pack)
             self._round = lib.tc_round_bf16
             self._round.restype = None
             self._round.argtypes = [ctypes.c_void_p, ctypes.c_int64]
@@ -108,7 +121,7 @@ class CKernel:
     def __call__(self, *positional: Any, **arrays_and_sizes: Any) -> dict[str, np.ndarray]:
         arrays, sizes = self.bind(arrays_and_sizes, positional=positional)
         data = {name: np.array(a, copy=True, order="C") for name, a in arrays.items()}
-        self._run(data, sizes, round_inputs=True)
+        self._run(data, sizes, round_inputs=True, given=arrays)
         return {name: data[name] for name in self.lowered.outputs}
 
     def run_in_place(self, *positional: Any, **arrays_and_sizes: Any) -> None:
@@ -119,25 +132,66 @@ class CKernel:
             for b in names[i + 1:]:
                 if np.shares_memory(arrays[a], arrays[b]):
                     raise InputError(f"{a} and {b} overlap", self.program.loc, "pass distinct arrays")
-        self._run(arrays, sizes, round_inputs=False)
+        self._run(arrays, sizes, round_inputs=False, given=arrays)
 
-    def _run(self, data: dict[str, np.ndarray], sizes: Mapping[str, int], round_inputs: bool) -> None:
+    def _run(self, data: dict[str, np.ndarray], sizes: Mapping[str, int], round_inputs: bool,
+             given: Mapping[str, np.ndarray]) -> None:
+        """Run on ``data`` (``given``: the caller's arrays, whose identity keys the hoisted packs)."""
         self.check_sizes(sizes)
         size_args = [sizes[s] for s in self.lowered.sizes]
         if self.sanitize:
+            self.constant_packs(given, size_args, round_inputs, None)  # the executable computes them
             err = self._run_sanitized(data, size_args)
         else:
             if round_inputs:
                 for t in self.lowered.tensors:
                     if t.dtype == "bf16":
                         self._round(data[t.name].ctypes.data, data[t.name].size)
+            packs = self.constant_packs(given, size_args, round_inputs, lambda: self._compute_packs(data, size_args))
             flag = ctypes.c_int(0)
             assert self._fn is not None
-            self._fn(*[data[t.name].ctypes.data for t in self.lowered.tensors], *size_args, ctypes.byref(flag))
+            self._fn(*[data[t.name].ctypes.data for t in self.lowered.tensors], *[p.ctypes.data for p in packs],
+                     *size_args, ctypes.byref(flag))
             err = flag.value
+        self._raise(err)
+
+    def _raise(self, err: int) -> None:
+        """``ExecutionError`` for a nonzero kernel error flag."""
         if err:
             message, hint = ERROR_MESSAGES.get(err, (f"kernel error {err}", "report this"))
             raise ExecutionError(f"{message} in kernel {self.name}", self.program.loc, hint)
+
+    def constant_packs(self, given: Mapping[str, np.ndarray], size_args: list[int], round_inputs: bool,
+                       compute: Optional[Callable[[], tuple[np.ndarray, ...]]]) -> tuple[np.ndarray, ...]:
+        """The hoisted packs of this call: those stored for the identity of ``given`` (``StaleConstantError``
+        when a constant input changed since it was packed), else ``compute()``, stored. ``compute`` None: the
+        packs are computed where the kernel runs, on every call (a subprocess); the inputs are checked alike."""
+        if not self.lowered.packs:
+            return ()
+        extra = (tuple(size_args), round_inputs)
+        found = self.pack_cache.get(given, extra)
+        if found is not None and compute is not None:
+            return found
+        self.packs_computed += 1
+        packs = compute() if compute is not None else ()
+        if found is None:
+            self.pack_cache.put(given, extra, packs)
+        return packs
+
+    def _compute_packs(self, data: Mapping[str, np.ndarray], size_args: list[int]) -> tuple[np.ndarray, ...]:
+        """Run each ``tc_pack_<k>`` into a zeroed buffer of its pack's shape at these sizes."""
+        sizes = dict(zip(self.lowered.sizes, size_args))
+        packs = []
+        for pk, fn in zip(self.lowered.packs, self._pack_fns):
+            alloc = self.lowered.body[pk.start]
+            assert isinstance(alloc, Alloc)
+            shape = tuple(max(int(evaluate(s, sizes, {})), 0) for s in alloc.shape)
+            out = np.zeros(shape, np.dtype(_STORAGE[alloc.dtype]))
+            flag = ctypes.c_int(0)
+            fn(*[data[r].ctypes.data for r in pk.reads], out.ctypes.data, *size_args, ctypes.byref(flag))
+            self._raise(flag.value)
+            packs.append(out)
+        return tuple(packs)
 
     def _run_sanitized(self, data: dict[str, np.ndarray], size_args: list[int]) -> int:
         env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=86",

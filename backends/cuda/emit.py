@@ -384,9 +384,6 @@ class CudaEmitter(Emitter):
                             **dict(zip(("bx", "by", "bz"), self.target.max_block))}]
         return "\n".join(head + self.kernels + launcher)
 
-    def count(self, shape: tuple[IExpr, ...]) -> str:
-        return " * ".join(f"tc_max({self.index(s)}, 0)" for s in shape) or "1"
-
 
 def _has_f16(node: Node) -> bool:
     if not isinstance(node, Store):

@@ -11,7 +11,10 @@ per-size validation) and runs the executable in a subprocess (the file protocol 
   with the report (a data race between threads of a block), unless a barrier failure came
   first (the threads that skip a divergent barrier race with the others; the divergence is
   the cause that is reported);
-- a launch beyond the CUDA limits or another CUDA error: ``BackendError``.
+- a launch beyond the CUDA limits or another CUDA error: ``BackendError``;
+- a constant input changed since the kernel's first call with it: ``StaleConstantError``, as the
+  C backend (the launcher computes the hoisted packs as ordinary code on every call, so results
+  never come from a stale pack; the refusal keeps the backends' contract one).
 """
 from __future__ import annotations
 
@@ -50,8 +53,10 @@ class CudaKernel(CKernel):
     def __repr__(self) -> str:
         return f"<tilecert {self.target} kernel {self.name}{' (sanitized)' if self.tsan else ''}>"
 
-    def _run(self, data: dict[str, np.ndarray], sizes: Mapping[str, int], round_inputs: bool) -> None:
+    def _run(self, data: dict[str, np.ndarray], sizes: Mapping[str, int], round_inputs: bool,
+             given: Mapping[str, np.ndarray]) -> None:
         self.check_sizes(sizes)
+        self.constant_packs(given, [sizes[s] for s in self.lowered.sizes], round_inputs, None)  # run on every call
         env = dict(os.environ, TSAN_OPTIONS="halt_on_error=0:exitcode=86",
                    UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=87")
         try:
