@@ -11,8 +11,9 @@ a new array now, which is packed anew.
 **Fingerprint**: the CRC-32 (``zlib.crc32``) of every byte of the input, taken when it was packed and
 again on each later call with the same identity; a difference is a ``StaleConstantError``. CRC-32
 detects every change confined to 32 consecutive bits (any one changed f32 / i32 element, or any
-4-byte word) and misses a wider change with probability 2^-32. It reads each byte once: about
-1 ms per 4 MiB here, 3% of an f32 GEMM 1024^3 at 60 GFLOP/s.
+4-byte word) and misses a wider change with probability 2^-32. It reads each byte once: 1.1-1.5 ms
+per 4 MiB on this machine (about 4% of an f32 GEMM 1024^3 at 60 GFLOP/s), against 2.7 ms for
+SHA-256 and 5 ms for BLAKE2b.
 """
 from __future__ import annotations
 

@@ -16,7 +16,9 @@ by ``semantics.launch.shared_bytes`` and bounded by the target's static limit), 
 local arrays, the program's block / warp barriers are ``__syncthreads()`` / ``__syncwarp()``
 (the emitter inserts none: the lowering pipeline's barrier pass placed them, and a statement
 outside the thread loops of a kernel is refused), and updates the lowering marks atomic are
-compare-and-swap loops. Element and index arithmetic are the C backend's (its ``Emitter``
+compare-and-swap loops. Hoisted constant packs (``Lowered.packs``) are rendered as ordinary
+code: a pack's buffer is a zeroed top-level device allocation and its nest runs before the
+kernel proper on every call of the launcher. Element and index arithmetic are the C backend's (its ``Emitter``
 and helper prelude, made ``__host__ __device__``), so results are bit-identical to it where
 the order of operations is. ``f16`` has no device type here (``CudaUnsupported``).
 
