@@ -41,9 +41,10 @@ class _Remap(Mapper):
         return super().map_sexpr(e)
 
 
-def pack_nest(p: ir.Program, src: str, pack: str, tile: tuple[int, int], body_of=None) -> tuple[L.Decl, L.Loop]:
+def pack_nest(p: ir.Program, src: str, pack: str, tile: tuple[int, int], body_of=None,
+              binding=None) -> tuple[L.Decl, L.Loop]:
     """The declaration and nest of the tiled pack of 2-D tensor ``src`` (``body_of(assign)``: the nest's
-    innermost body, the Assign by default)."""
+    innermost body, the Assign by default; ``binding``: of its outermost loop)."""
     t = p.tensor(src)
     (rows, cols), (bk, bn) = t.shape, tile
     shape = (cdiv(rows, IConst(bk)), cdiv(cols, IConst(bn)), IConst(bk), IConst(bn))
@@ -55,15 +56,15 @@ def pack_nest(p: ir.Program, src: str, pack: str, tile: tuple[int, int], body_of
     stmt = L.Assign(pack, (kb, nb, kk, nn), value)
     nest = body_of(stmt) if body_of is not None else stmt
     for d in reversed(range(4)):
-        nest = L.Loop(v0 + d, f"{pack}.{d}", shape[d], "parallel", ir.Block((), (nest,)))
+        nest = L.Loop(v0 + d, f"{pack}.{d}", shape[d], "parallel", ir.Block((), (nest,)), binding if d == 0 else None)
     return L.Decl(L.Buffer(pack, t.dtype, shape, "constant")), nest
 
 
 def with_pack(p: ir.Program, src: str = "B", pack: str = "Bp", tile: tuple[int, int] = (7, 5),
-              constant: bool = True) -> ir.Program:
+              constant: bool = True, binding=None) -> ir.Program:
     """``p`` with ``src`` declared constant, its pack prepended and every read of it remapped to the pack."""
     body = _Remap(src, pack, tile).map_block(p.body)
-    decl, nest = pack_nest(p, src, pack, tile)
+    decl, nest = pack_nest(p, src, pack, tile, binding=binding)
     q = dataclasses.replace(p, body=ir.Block(body.args, (decl, nest) + body.ops))
     return with_constants(q, [src]) if constant else q
 
@@ -106,6 +107,14 @@ def test_results_are_bitwise_those_of_the_interpreter_and_of_the_unpacked_progra
         assert np.array_equal(got, interpreted(packed_gemm(), arrays))
         assert np.array_equal(got, interpreted(unpacked, arrays))
         assert np.allclose(got, arrays["A"] @ arrays["B"], atol=1e-5)
+
+
+def test_a_pack_nest_bound_to_cores_runs_in_parallel_in_its_function():
+    q = with_pack(tc.schedule(gemm, **SIZES).program, binding="core")
+    k = tc.compile(q, target="c")
+    assert "#pragma omp parallel for" in k.source[k.source.index("void tc_pack_0("):k.source.index("void tc_kernel(")]
+    arrays = inputs(7)
+    assert np.array_equal(k(**arrays)["C"], interpreted(q, arrays))
 
 
 def test_the_pack_is_computed_once_across_calls_and_the_kernel_reads_the_stored_one():
