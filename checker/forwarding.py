@@ -28,12 +28,25 @@ and ``u``:
     (4) user r accesses f[u], cell(u) in bounds of source
             =>  z in D_load, HB(z, r), HB(r, z')                          every use lies in its window
 
-and for a read-only copy (no store-back, users only read ``f``): (0), (4) without ``z'``, and
-(3') no write ``y`` to ``c`` with ``HB(z, y)`` and ``HB(y, r)`` for a user ``r``. Then ``f[u]`` holds
-what ``source[cell(u)]`` holds in the restored program wherever it is used, and after ``z'`` the two
-programs agree on ``c``. (4) leaves out the uses the restored program makes out of bounds: there it
-fails, and so does the old program wherever an old instance performs that access (``agreement`` ties
-their cells), which its ``bounds`` obligation reports.
+and for a read-only copy (no store-back, users only read ``f``): (0), (4) without ``z'``,
+(3') no write ``y`` to ``c`` with ``HB(z, y)`` and ``HB(y, r)`` for a user ``r``, and (5') no write of
+``source`` runs anywhere in the routine (a staged source is unwritten: a write between the uses of one
+allocation and the load of the next is refused too). Then ``f[u]`` holds what ``source[cell(u)]`` holds
+in the restored program wherever it is used, and after ``z'`` the two programs agree on ``c``. (4) leaves
+out the uses the restored program makes out of bounds: there it fails, and so does the old program
+wherever an old instance performs that access (``agreement`` ties their cells), which its ``bounds``
+obligation reports.
+
+The load of a read-only copy (and each ring fill) may also widen, ``f[u] = Cvt(source[c], p)`` with ``p``
+``f``'s dtype and a widening of ``source``'s (``dtypes.widens``; a narrowing is refused), and be
+edge-guarded, ``f[u] = Sel(Ix(g), X, Lit(0))`` with ``X`` either form: the cell gets ``conv(source[c])``
+where ``g`` holds and 0 elsewhere. Then (0) holds under ``g``, ``z in D_load and g(z) => c = cell(u)``, and
+
+    (g) z in D_load  =>  (g(z) <=> cell(u) in bounds of source)           the 0 slots are the out-of-range ones
+
+A use ``f[u]`` is restored as ``conv(source[cell(u)])``, and a widening read back at its source's dtype,
+``Cvt(Cvt(x, p), dtype(x))``, as ``x`` (exact). A ``zero_fringe`` claim is the separate obligation
+``zero_fringe`` (``zero_fringe`` below).
 
 ``Ring(f, source, versions, k, slot, u, cell, fills, uses)``: each fill ``t`` (version ``v_t``) is
 ``f[s, u] = source[c]``, each use ``r`` (version ``v_r``) reads ``f[s, u]``; every statement accessing
@@ -41,7 +54,8 @@ their cells), which its ``bounds`` obligation reports.
 ``cell`` read only ``k``, ``u`` and ``f``'s owner loops. For every
 use instance ``r`` reading ``f[s, u]``:
 
-    (0) fill z:  s_z = slot(v_t(z)), c_z = cell(v_t(z), u_z);   use r:  s = slot(v_r(r))
+    (0) fill z:  s_z = slot(v_t(z)), g(z) => c_z = cell(v_t(z), u_z), (g) of an edge-guarded fill;
+        use r:  s = slot(v_r(r))
     (1) some fill z writes r's cell with version v_r(r) before r:   D_r => exists z: cell_z = cell(r), v(z) = v_r,
                                                                                     HB(z, r)
     (2) no fill of another version overwrites it in between:         not (z as in (1), z2 writes cell(r), v(z2) != v_r,
@@ -287,11 +301,12 @@ def _fill_form(s: Stmt, f: BufferRec, source: str, what: str) -> Optional[Verdic
     (the store would convert it again, which restoring drops) is unknown."""
     if s.kind != "assign" or s.target is not f:
         return _refused(f"{what} `{s.label()}` does not copy {source} into {f.name}")
-    value = s.node.value
+    value, dtypes = s.node.value, [s.node.value.dtype]
     if isinstance(value, L.Sel) and isinstance(value.cond, L.Ix) and value.cond.dtype == "bool":
         if not (isinstance(value.b, L.Lit) and literal_key(value.b) == literal_key(L.Lit(0, f.dtype))):
             return _refused(f"{what} `{s.label()}` stores {sexpr(value.b)} where its edge guard fails, not 0")
         value = value.a
+        dtypes.append(value.dtype)
     widened = value.dtype if isinstance(value, L.Cvt) else None
     read = value.x if isinstance(value, L.Cvt) else value
     if not isinstance(read, L.Ld) or read.buf != source:
@@ -300,9 +315,9 @@ def _fill_form(s: Stmt, f: BufferRec, source: str, what: str) -> Optional[Verdic
     if widened is not None and not widens(src.dtype, widened):
         return _refused(f"{what} `{s.label()}` converts {source} ({src.dtype}) to {widened}, not a widening: "
                         f"{f.name} would hold other values than {source}")
-    if (widened or src.dtype) != f.dtype:
-        return unknown(f"{what} `{s.label()}` stores a {widened or src.dtype} value into {f.name} ({f.dtype}): "
-                       "restored, the conversion of the store would be lost", "structure")
+    if read.dtype != src.dtype or set(dtypes) | {widened or src.dtype} != {f.dtype}:
+        return unknown(f"{what} `{s.label()}` stores a value converted to another dtype than {f.name}'s "
+                       f"({f.dtype}): restored, the conversion would be lost", "structure")
     return None
 
 

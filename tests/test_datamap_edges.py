@@ -157,7 +157,7 @@ def test_a_widening_load_stored_into_a_tile_of_another_dtype_is_unknown():
     """``s: f32[M]`` loaded ``Cvt(a[u], f64)``: the store narrows again, which restoring would drop."""
     before, after, copy = _widened("f16", "f32", "f64")
     r = _check(before, after, (copy,))
-    assert r.status(Kind.DATAMAP) == "unknown" and "conversion of the store" in r.explain() and not r.ok
+    assert r.status(Kind.DATAMAP) == "unknown" and "the conversion would be lost" in r.explain() and not r.ok
 
 
 # ============================================================================ Copy, edge-guarded load: Sel(Ix(g), X, 0)
@@ -381,6 +381,16 @@ def test_a_ring_fill_converting_to_another_dtype_than_the_ring_is_unknown():
     after, ring = _pipelined(cvt="f64")
     r = _check(_plain_ring(), after, (ring,))
     assert r.status(Kind.DATAMAP) == "unknown" and r.status(Kind.ZERO_FRINGE) == "unknown" and not r.ok
+
+
+def test_a_ring_fill_whose_select_converts_to_another_dtype_is_unknown():
+    """``Sel(g, Cvt(a[e], f32), 0)`` of dtype f16: the select itself rounds what the f32 ring is filled with."""
+    after, ring = _pipelined()
+    fills = tuple((dataclasses.replace(st, value=dataclasses.replace(st.value, dtype="f16")), e) for st, e in ring.fills)
+    for (old, _), (new, _) in zip(ring.fills, fills):
+        after = _replaced(after, old, new)
+    r = _check(_plain_ring(), after, (dataclasses.replace(ring, fills=fills),))
+    assert r.status(Kind.DATAMAP) == "unknown" and "the conversion would be lost" in r.explain() and not r.ok
 
 
 def test_a_ring_fill_that_narrows_is_refused():
