@@ -291,7 +291,8 @@ def _is_transfer(s: Stmt, f: BufferRec, tile_index: tuple[IExpr, ...]) -> bool:
 
 
 def _fill_form(s: Stmt, f: BufferRec, source: str, what: str) -> Optional[Verdict]:
-    """None when the value of load (or fill) ``s`` of ``f`` has an accepted form, else the verdict:
+    """None when the value of load (or fill) ``s`` of ``f`` (``what`` names it) has an accepted form, else the
+    verdict:
 
         source[c]                                  of ``f``'s dtype
         Cvt(source[c], p)                          ``p`` = ``f``'s dtype, a widening of ``source``'s (``widens``)
@@ -300,23 +301,23 @@ def _fill_form(s: Stmt, f: BufferRec, source: str, what: str) -> Optional[Verdic
     A narrowing, another operation or another fringe value is refused; a value whose dtype is not ``f``'s
     (the store would convert it again, which restoring drops) is unknown."""
     if s.kind != "assign" or s.target is not f:
-        return _refused(f"{what} `{s.label()}` does not copy {source} into {f.name}")
+        return _refused(f"{what} does not copy {source} into it")
     value, dtypes = s.node.value, [s.node.value.dtype]
     if isinstance(value, L.Sel) and isinstance(value.cond, L.Ix) and value.cond.dtype == "bool":
         if not (isinstance(value.b, L.Lit) and literal_key(value.b) == literal_key(L.Lit(0, f.dtype))):
-            return _refused(f"{what} `{s.label()}` stores {sexpr(value.b)} where its edge guard fails, not 0")
+            return _refused(f"{what} stores {sexpr(value.b)} where its edge guard fails, not 0")
         value = value.a
         dtypes.append(value.dtype)
     widened = value.dtype if isinstance(value, L.Cvt) else None
     read = value.x if isinstance(value, L.Cvt) else value
     if not isinstance(read, L.Ld) or read.buf != source:
-        return _refused(f"{what} `{s.label()}` does not copy {source} into {f.name}")
+        return _refused(f"{what} does not copy {source} into it")
     src = s.accesses[0].buffer
     if widened is not None and not widens(src.dtype, widened):
-        return _refused(f"{what} `{s.label()}` converts {source} ({src.dtype}) to {widened}, not a widening: "
+        return _refused(f"{what} converts {source} ({src.dtype}) to {widened}, not a widening: "
                         f"{f.name} would hold other values than {source}")
     if read.dtype != src.dtype or set(dtypes) | {widened or src.dtype} != {f.dtype}:
-        return unknown(f"{what} `{s.label()}` stores a value converted to another dtype than {f.name}'s "
+        return unknown(f"{what} stores a value converted to another dtype than {f.name}'s "
                        f"({f.dtype}): restored, the conversion would be lost", "structure")
     return None
 
@@ -372,7 +373,7 @@ def tile_from(m: Model, f: BufferRec, d: Copy) -> Union[Tile, Verdict]:
     stray = _stray(f, d.cell, d.axes)
     if stray is not None:
         return stray
-    form = _fill_form(load, f, d.source, f"the declared load of {f.name},")
+    form = _fill_form(load, f, d.source, f"the declared load of {f.name}, `{load.label()}`,")
     if form is not None:
         return form
     if store is not None and (store.kind != "assign" or store.node.buf != d.source
@@ -536,7 +537,7 @@ def _ring_uses(m: Model, f: BufferRec, d: Ring) -> Union[tuple[list[RingUse], li
     if other is not None:
         return _refused(f"`{other.label()}` accesses ring {f.name} but is neither a declared fill nor a use")
     for s in fill_stmts:
-        form = _fill_form(s, f, d.source, "the declared fill")
+        form = _fill_form(s, f, d.source, f"the declared fill `{s.label()}`")
         if form is not None:
             return form
         if len(s.node.index) != 1 + len(d.axes):
