@@ -680,8 +680,8 @@ def zero_fringe(m: Model, datamaps: Sequence[DataMap], timeout_ms: int) -> Verdi
                 cases += _guard_cases(m, z, read, cell, read.buffer, key, f"`{s.label()}`")
                 continue
             cases.append(Case(f"bare{key}", domain(m, z), in_bounds(m, z, cell, read.buffer),
-                              about=(f"`{s.label()}` copies a cell out of bounds of {read.buffer.name} into zero-fringed "
-                                     f"{f.name}, with no edge guard storing 0 there", (z,))))
+                              about=(f"`{s.label()}` copies a cell out of bounds of {read.buffer.name} into "
+                                     f"zero-fringed {f.name}, with no edge guard storing 0 there", (z,))))
     decided = _decided(cases, timeout_ms)
     return decided if isinstance(decided, Verdict) else proved(decided)
 

@@ -19,6 +19,7 @@ from tilecert.semantics import loopir as L
 from tilecert.semantics.dtypes import DTYPES, dtype_of, widens
 from tilecert.semantics.index import IConst, IExpr, IVar, ibin
 from tilecert.semantics.loopinterp import interpret_loops
+from tilecert.semantics.mapper import Mapper
 from tilecert.semantics.transform import Copy, Kind, Live, Ring, Tau, ring_slot
 
 from test_checker_programs import add, assign, decl, guard, ld, lit, loop, lt, mul, plus, program, sub, tensor, v
@@ -47,9 +48,6 @@ def _sel(cond: IExpr, x: L.SExpr, dtype: str) -> L.Sel:
 
 
 # ============================================================================ the widening round trip
-FLOATS = ("f16", "bf16", "f32", "f64")
-
-
 def test_widens_is_exactly_the_float_widenings():
     wider = {("f16", "f32"), ("f16", "f64"), ("bf16", "f32"), ("bf16", "f64"), ("f32", "f64")}
     for a in DTYPES:
@@ -251,8 +249,6 @@ def test_an_edge_guard_the_solvers_cannot_decide_is_unknown_never_proved(monkeyp
 
 def _replaced(p, old, new):
     """``p`` with statement ``old`` (by identity) replaced by ``new``."""
-    from tilecert.semantics.mapper import Mapper
-
     class Swap(Mapper):
         def map_assign(self, st):
             return new if st is old else st
@@ -386,7 +382,8 @@ def test_a_ring_fill_converting_to_another_dtype_than_the_ring_is_unknown():
 def test_a_ring_fill_whose_select_converts_to_another_dtype_is_unknown():
     """``Sel(g, Cvt(a[e], f32), 0)`` of dtype f16: the select itself rounds what the f32 ring is filled with."""
     after, ring = _pipelined()
-    fills = tuple((dataclasses.replace(st, value=dataclasses.replace(st.value, dtype="f16")), e) for st, e in ring.fills)
+    fills = tuple((dataclasses.replace(st, value=dataclasses.replace(st.value, dtype="f16")), e)
+                  for st, e in ring.fills)
     for (old, _), (new, _) in zip(ring.fills, fills):
         after = _replaced(after, old, new)
     r = _check(_plain_ring(), after, (dataclasses.replace(ring, fills=fills),))
