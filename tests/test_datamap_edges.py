@@ -17,7 +17,7 @@ from tilecert.checker import check_transform
 from tilecert.checker import z3_solve
 from tilecert.semantics import loopir as L
 from tilecert.semantics.dtypes import DTYPES, dtype_of, widens
-from tilecert.semantics.index import IConst, IExpr, IVar, ibin
+from tilecert.semantics.index import IConst, IExpr, IVar, conj, ibin
 from tilecert.semantics.loopinterp import interpret_loops
 from tilecert.semantics.mapper import Mapper
 from tilecert.semantics.transform import Copy, Kind, Live, Ring, Tau, ring_slot
@@ -272,6 +272,45 @@ def test_a_zero_fringed_copy_its_users_write_is_refused():
     r = _check(before, dataclasses.replace(after, body=dataclasses.replace(after.body, ops=(poked,))), (copy,))
     (z,) = r.verdicts(Kind.ZERO_FRINGE)
     assert z.status == "disproved" and "zero-fringed copy s is written by" in z.witness.summary, r.explain()
+
+
+def _edge2(both_axes: bool):
+    """A 2-d staging with a fringe on both axes: ``for io, jo in [0, B): for ii, ji in [0, 2): if in bounds:
+    out[2 io + ii, 2 jo + ji] = a[2 io + ii, 2 jo + ji] + 1``, through a tile ``s[2, 2]`` per ``(io, jo)`` loaded
+    ``s[u, w] = Sel(g, a[2 io + u, 2 jo + w], 0)``: ``g`` guards both axes, or (``both_axes=False``) the first."""
+    IO_, JO, II_, JI, U_, W = 0, 1, 2, 3, 4, 5
+    tensors = [tensor("a", ("M", "N"), written=False), tensor("out", ("M", "N"))]
+    row, col = (lambda x: add(mul(v(IO_), 2), v(x))), (lambda x: add(mul(v(JO), 2), v(x)))
+    g = conj(lt(row(U_), "M"), lt(col(W), "N")) if both_axes else lt(row(U_), "M")
+
+    def use(src: str, index: tuple):
+        inside = conj(lt(row(II_), "M"), lt(col(JI), "N"))
+        return loop(II_, "ii", 2, loop(JI, "ji", 2, guard(inside, assign("out", (row(II_), col(JI)),
+                                                                          plus(ld(src, *index), lit(1))))))
+
+    load = assign("s", (v(U_), v(W)), _sel(g, ld("a", row(U_), col(W)), "i32"))
+
+    def nest(*body):
+        return loop(IO_, "io", "B", loop(JO, "jo", "B", *body))
+
+    before = program("e2", ("B", "M", "N"), tensors, nest(use("a", (row(II_), col(JI)))))
+    after = program("e2", ("B", "M", "N"), tensors, nest(decl("s", (2, 2)), loop(U_, "u", 2, loop(W, "w", 2, load)),
+                                                       use("s", (v(II_), v(JI)))))
+    return before, after, Copy("s", "a", (U_, W), (row(U_), col(W)), Live(load), zero_fringe=True)
+
+
+def test_a_two_axis_edge_guard_is_proved():
+    before, after, copy = _edge2(both_axes=True)
+    r = _check(before, after, (copy,))
+    assert all(r.status(k) == "proved" for k in TRANSFORM + (Kind.DATAMAP, Kind.ZERO_FRINGE, Kind.BOUNDS)), \
+        r.explain()
+
+
+def test_an_edge_guard_missing_an_axis_is_disproved_with_a_replaying_witness():
+    before, after, copy = _edge2(both_axes=False)
+    r = _check(before, after, (copy,))
+    assert "holds at a cell out of bounds of a" in _disproved(r, Kind.DATAMAP).witness.summary
+    _disproved(r, Kind.ZERO_FRINGE)
 
 
 # ============================================================================ the source of a read-only copy
