@@ -12,8 +12,8 @@
 A transform that mints buffers is compared through them as its op declares them
 (``Transformed.datamaps``): each declaration is verified first (``datamap``, ``forwarding.py``),
 and a declaration not proved leaves the comparison unknown. A copy or ring declared ``zero_fringe``
-is discharged as its own obligation (``zero_fringe``, ``forwarding.zero_fringe``). Per op, the report keeps the kinds
-the op stated (``Report.stated``) beside the results (``Report.contract``): a stated kind with no
+is discharged as its own obligation (``zero_fringe``, ``forwarding.zero_fringe``). Per op, the
+report keeps the kinds the op stated (``Report.stated``) beside the results (``Report.contract``): a stated kind with no
 decision procedure here is reported unknown; ``containment`` and ``hardware_limits`` stated by an op
 before the last are discharged on the final program.
 Along a schedule, a program obligation proved before an op is re-checked after it only for
