@@ -11,8 +11,9 @@
 
 A transform that mints buffers is compared through them as its op declares them
 (``Transformed.datamaps``): each declaration is verified first (``datamap``, ``forwarding.py``),
-and a declaration not proved leaves the comparison unknown. Per op, the report keeps the kinds
-the op stated (``Report.stated``) beside the results (``Report.contract``): a stated kind with no
+and a declaration not proved leaves the comparison unknown. A copy or ring declared ``zero_fringe``
+is discharged as its own obligation (``zero_fringe``, ``forwarding.zero_fringe``). Per op, the
+report keeps the kinds the op stated (``Report.stated``) beside the results (``Report.contract``): a stated kind with no
 decision procedure here is reported unknown; ``containment`` and ``hardware_limits`` stated by an op
 before the last are discharged on the final program.
 Along a schedule, a program obligation proved before an op is re-checked after it only for
@@ -44,7 +45,7 @@ from .verdict import DISPROVED, Report, Result, Verdict, unknown, with_origin, w
 
 DISCHARGED = frozenset({Kind.COVERAGE, Kind.PREFIX_CUT, Kind.DEPENDENCE, Kind.DATAMAP, Kind.NONINTERFERENCE,
                         Kind.REDUCTION_POLICY, Kind.BARRIER_UNIFORM, Kind.BOUNDS, Kind.CONTAINMENT,
-                        Kind.HARDWARE_LIMITS})
+                        Kind.HARDWARE_LIMITS, Kind.ZERO_FRINGE})
 """The obligation kinds this checker decides; a stated kind outside it is reported unknown."""
 
 
@@ -111,6 +112,10 @@ def check_transform(before: ir.Program, after: ir.Program, tau: Tau, sizes: Opti
     if any(not isinstance(d, Renamed) for d in datamaps):
         report.results.append(discharge(Kind.DATAMAP, subject, forwarding.FORMULA, listed, declarations, again,
                                       old.sizes))
+    if any(getattr(d, "zero_fringe", False) for d in datamaps):
+        report.results.append(discharge(Kind.ZERO_FRINGE, subject, forwarding.ZERO_FRINGE, listed,
+                                      lambda: _ill_formed(new) if new.problems else
+                                      forwarding.zero_fringe(new, datamaps, timeout_ms), again, old.sizes))
     for kind, module in ((Kind.COVERAGE, coverage), (Kind.PREFIX_CUT, prefix_cut), (Kind.DEPENDENCE, dependence)):
         report.results.append(discharge(kind, subject, module.FORMULA, listed, lambda: verdict(kind, module), again,
                                       old.sizes))

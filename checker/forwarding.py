@@ -28,12 +28,25 @@ and ``u``:
     (4) user r accesses f[u], cell(u) in bounds of source
             =>  z in D_load, HB(z, r), HB(r, z')                          every use lies in its window
 
-and for a read-only copy (no store-back, users only read ``f``): (0), (4) without ``z'``, and
-(3') no write ``y`` to ``c`` with ``HB(z, y)`` and ``HB(y, r)`` for a user ``r``. Then ``f[u]`` holds
-what ``source[cell(u)]`` holds in the restored program wherever it is used, and after ``z'`` the two
-programs agree on ``c``. (4) leaves out the uses the restored program makes out of bounds: there it
-fails, and so does the old program wherever an old instance performs that access (``agreement`` ties
-their cells), which its ``bounds`` obligation reports.
+and for a read-only copy (no store-back, users only read ``f``): (0), (4) without ``z'``,
+(3') no write ``y`` to ``c`` with ``HB(z, y)`` and ``HB(y, r)`` for a user ``r``, and (5') no write of
+``source`` runs anywhere in the routine (a staged source is unwritten: a write between the uses of one
+allocation and the load of the next is refused too). Then ``f[u]`` holds what ``source[cell(u)]`` holds
+in the restored program wherever it is used, and after ``z'`` the two programs agree on ``c``. (4) leaves
+out the uses the restored program makes out of bounds: there it fails, and so does the old program
+wherever an old instance performs that access (``agreement`` ties their cells), which its ``bounds``
+obligation reports.
+
+The load of a read-only copy (and each ring fill) may also widen, ``f[u] = Cvt(source[c], p)`` with ``p``
+``f``'s dtype and a widening of ``source``'s (``dtypes.widens``; a narrowing is refused), and be
+edge-guarded, ``f[u] = Sel(Ix(g), X, Lit(0))`` with ``X`` either form: the cell gets ``conv(source[c])``
+where ``g`` holds and 0 elsewhere. Then (0) holds under ``g``, ``z in D_load and g(z) => c = cell(u)``, and
+
+    (g) z in D_load  =>  (g(z) <=> cell(u) in bounds of source)           the 0 slots are the out-of-range ones
+
+A use ``f[u]`` is restored as ``conv(source[cell(u)])``, and a widening read back at its source's dtype,
+``Cvt(Cvt(x, p), dtype(x))``, as ``x`` (exact). A ``zero_fringe`` claim is the separate obligation
+``zero_fringe`` (``zero_fringe`` below).
 
 ``Ring(f, source, versions, k, slot, u, cell, fills, uses)``: each fill ``t`` (version ``v_t``) is
 ``f[s, u] = source[c]``, each use ``r`` (version ``v_r``) reads ``f[s, u]``; every statement accessing
@@ -41,7 +54,8 @@ their cells), which its ``bounds`` obligation reports.
 ``cell`` read only ``k``, ``u`` and ``f``'s owner loops. For every
 use instance ``r`` reading ``f[s, u]``:
 
-    (0) fill z:  s_z = slot(v_t(z)), c_z = cell(v_t(z), u_z);   use r:  s = slot(v_r(r))
+    (0) fill z:  s_z = slot(v_t(z)), g(z) => c_z = cell(v_t(z), u_z), (g) of an edge-guarded fill;
+        use r:  s = slot(v_r(r))
     (1) some fill z writes r's cell with version v_r(r) before r:   D_r => exists z: cell_z = cell(r), v(z) = v_r,
                                                                                     HB(z, r)
     (2) no fill of another version overwrites it in between:         not (z as in (1), z2 writes cell(r), v(z2) != v_r,
@@ -60,11 +74,13 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
+from tilecert.semantics.dtypes import widens
 from tilecert.semantics.index import IConst, IExpr, IVar, free_vars
 from tilecert.semantics.mapper import Mapper, map_loads
 from tilecert.semantics.printer import sexpr
 from tilecert.semantics.transform import Copy, DataMap, Forward, Renamed, Ring, Tau
 
+from .agreement import literal_key
 from .correspondence import Correspondence, correspond
 from .formula import Term, cmp, conj, differ, disj, equal_all, exists, term_of
 from .model import BufferRec, Inst, Model, Stmt, access_guard, domain, in_bounds, index_terms, inst, same_cell
@@ -265,20 +281,96 @@ class Tile:
         return Inst(s, {**{v: x.at[v] for v in s.vars[:n]}, **dict(zip(s.vars[n:], u))})
 
 
-def _is_transfer(s: Stmt, f: BufferRec, dst: str, src: str) -> bool:
-    """``s`` is ``dst[..] = src[..]`` with ``f``'s side indexed ``[u]`` by the loops past ``f``'s owner
-    loops, one per axis of ``f``, inside them."""
-    if s.kind != "assign" or not isinstance(s.node.value, L.Ld) or not _inside(s, f.owner_loops):
+def _is_transfer(s: Stmt, f: BufferRec, tile_index: tuple[IExpr, ...]) -> bool:
+    """``s`` lies inside ``f``'s owner loops and indexes ``f`` by ``tile_index`` = ``[u]``, the loops past
+    them, one per axis of ``f``."""
+    if not _inside(s, f.owner_loops):
         return False
     u = tuple(IVar(lp.var, 0) for lp in s.loops[len(f.owner_loops):])
-    tile_index = s.node.index if dst == f.name else s.node.value.index
-    return s.node.buf == dst and s.node.value.buf == src and len(u) == len(f.shape) and tile_index == u
+    return len(u) == len(f.shape) and tile_index == u
+
+
+def _fill_form(s: Stmt, f: BufferRec, source: str, what: str) -> Optional[Verdict]:
+    """None when the value of load (or fill) ``s`` of ``f`` (``what`` names it) has an accepted form, else the
+    verdict:
+
+        source[c]                                  of ``f``'s dtype
+        Cvt(source[c], p)                          ``p`` = ``f``'s dtype, a widening of ``source``'s (``widens``)
+        Sel(Ix(g), X, Lit(0, f's dtype))           ``X`` one of the above: where ``g`` fails the cell gets 0
+
+    A narrowing, another operation or another fringe value is refused; a value whose dtype is not ``f``'s
+    (the store would convert it again, which restoring drops) is unknown."""
+    if s.kind != "assign" or s.target is not f:
+        return _refused(f"{what} does not copy {source} into it")
+    value, dtypes = s.node.value, [s.node.value.dtype]
+    if isinstance(value, L.Sel) and isinstance(value.cond, L.Ix) and value.cond.dtype == "bool":
+        if not (isinstance(value.b, L.Lit) and literal_key(value.b) == literal_key(L.Lit(0, f.dtype))):
+            return _refused(f"{what} stores {sexpr(value.b)} where its edge guard fails, not 0")
+        value = value.a
+        dtypes.append(value.dtype)
+    widened = value.dtype if isinstance(value, L.Cvt) else None
+    read = value.x if isinstance(value, L.Cvt) else value
+    if not isinstance(read, L.Ld) or read.buf != source:
+        return _refused(f"{what} does not copy {source} into it")
+    src = s.accesses[0].buffer
+    if widened is not None and not widens(src.dtype, widened):
+        return _refused(f"{what} converts {source} ({src.dtype}) to {widened}, not a widening: "
+                        f"{f.name} would hold other values than {source}")
+    if read.dtype != src.dtype or set(dtypes) | {widened or src.dtype} != {f.dtype}:
+        return unknown(f"{what} stores a value converted to another dtype than {f.name}'s "
+                       f"({f.dtype}): restored, the conversion would be lost", "structure")
+    return None
+
+
+def _restored(source: BufferRec, cell: tuple[IExpr, ...], dtype: str) -> L.SExpr:
+    """What a load of a tile cell of ``dtype`` standing for ``source[cell]`` reads once restored:
+    ``conv(source[cell])``, the conversion to ``dtype`` when it is not ``source``'s."""
+    ld = L.Ld(source.name, cell, source.dtype)
+    return ld if dtype == source.dtype else L.Cvt(ld, dtype)
+
+
+class _Restored(Mapper):
+    """An expression with each load ``ld`` replaced by ``load(ld)``, and ``Cvt(ld, q)`` by ``x`` where ``load(ld)``
+    is ``Cvt(x, p)``, ``x`` of dtype ``q`` and ``p`` a float widening of ``q``: a widened tile read back at its
+    source's dtype. Exact: the widening loses nothing, so converting back gives every value (NaN payloads
+    aside) unchanged (``widens``; the tests run it on every f16 and bf16 value). No other conversion is
+    touched."""
+
+    def __init__(self, load: Callable[[L.Ld], L.SExpr]) -> None:
+        self.load = load
+
+    def map_ld(self, e: L.Ld) -> L.SExpr:
+        return self.load(e)
+
+    def map_cvt(self, e: L.Cvt) -> L.SExpr:
+        inner = self.load(e.x) if isinstance(e.x, L.Ld) else None
+        if isinstance(inner, L.Cvt) and inner.x.dtype == e.dtype != inner.dtype and widens(e.dtype, inner.dtype):
+            return inner.x
+        return super().map_cvt(e)
+
+
+def _restoring(st: Any, load: Callable[[L.Ld], L.SExpr]) -> Any:
+    """Statement ``st`` with its value ``_Restored`` by ``load``."""
+    value = _Restored(load).map_sexpr(st.value)
+    return dataclasses.replace(st, value=value) if value is not st.value else st
+
+
+def _guard_cases(m: Model, z: Inst, read: Any, cell: list[Term], source: BufferRec, key: str, what: str) -> list[Case]:
+    """An edge-guarded load ``z`` (guard ``g``, the select condition of its ``read``) of ``cell``: ``g`` holds
+    exactly where ``cell`` is in bounds of ``source``, so the slots it stores 0 to are the out-of-range ones."""
+    g, inside = conj(domain(m, z), access_guard(m, z, read)), in_bounds(m, z, cell, source)
+    return [Case(f"wide{key}", g, inside,
+                 about=(f"the edge guard of {what} holds at a cell out of bounds of {source.name}", (z,))),
+            Case(f"narrow{key}", conj(domain(m, z), inside), access_guard(m, z, read),
+                 about=(f"the edge guard of {what} fails at a cell in bounds of {source.name}: it stores 0 there",
+                        (z,)))]
 
 
 def tile_from(m: Model, f: BufferRec, d: Copy) -> Union[Tile, Verdict]:
     """``f`` as the copy ``d`` declares it, or the verdict that it is not one: the declared load and
-    store-back are transfers between ``f`` and ``d.source`` of one dtype, every access of ``f`` lies inside
-    its owner loops, a read-only copy is only read, neither name is shadowed."""
+    store-back are transfers between ``f`` and ``d.source`` (the load in a form ``_fill_form`` accepts,
+    plain when there is a store-back), every access of ``f`` lies inside its owner loops, a read-only copy
+    is only read, neither name is shadowed."""
     found = _statements(m, d.live.load, *(() if d.live.store is None else (d.live.store,)))
     if found is None:
         return unknown(f"a transfer the op declares for {f.name} is not in the transformed program", "structure")
@@ -286,28 +378,31 @@ def tile_from(m: Model, f: BufferRec, d: Copy) -> Union[Tile, Verdict]:
     stray = _stray(f, d.cell, d.axes)
     if stray is not None:
         return stray
-    if load.kind != "assign" or load.target is not f or not isinstance(load.node.value, L.Ld) \
-            or load.node.value.buf != d.source:
-        return _refused(f"the declared load of {f.name}, `{load.label()}`, does not copy {d.source} into it")
+    form = _fill_form(load, f, d.source, f"the declared load of {f.name}, `{load.label()}`,")
+    if form is not None:
+        return form
     if store is not None and (store.kind != "assign" or store.node.buf != d.source
                               or not isinstance(store.node.value, L.Ld)
                               or store.node.value.buf != f.name):
         return _refused(f"the declared store-back of {f.name}, `{store.label()}`, does not copy it to {d.source}")
-    if not _is_transfer(load, f, f.name, d.source) or (store is not None and not _is_transfer(store, f, d.source,
-                                                                                             f.name)):
+    if not _is_transfer(load, f, load.node.index) or (store is not None and not _is_transfer(
+            store, f, store.node.value.index)):
         return unknown(f"the transfers of {f.name} do not copy one cell per instance over one loop per axis",
+                       "structure")
+    if store is not None and not isinstance(load.node.value, L.Ld):
+        return unknown(f"the load of {f.name}, which is stored back, converts or guards what it copies",
                        "structure")
     users = [s for s in m.statements if s.kind != "decl" and s is not load and s is not store
              and any(a.buffer is f for a in s.accesses)]
     if not all(_inside(s, f.owner_loops) for s in users):
         return unknown(f"{f.name} is accessed outside the loops that own it", "structure")
     writer = next((s for s in users if s.target is f), None)
-    if store is None and writer is not None:
-        return _refused(f"read-only copy {f.name} is written by `{writer.label()}`")
+    if writer is not None and (store is None or d.zero_fringe):
+        return _refused(f"{'zero-fringed' if store is not None else 'read-only'} copy {f.name} is written by "
+                        f"`{writer.label()}`")
     source = load.accesses[0].buffer
-    if source.dtype != f.dtype or not _alone(m, f, source):
-        return unknown(f"{f.name} and {d.source} differ in dtype or one of their names is declared twice",
-                       "structure")
+    if not _alone(m, f, source):
+        return unknown(f"{f.name} or {d.source} is declared twice", "structure")
     return Tile(f, source, d, load, store, tuple(users))
 
 
@@ -328,10 +423,10 @@ def restore_copies(m: Model, fresh: list[tuple[BufferRec, Copy]],
 
     def load(ld: L.Ld) -> L.SExpr:
         t = by_name.get(ld.buf)
-        return L.Ld(t.source.name, t.copy.cell_at(ld.index), ld.dtype) if t is not None else ld
+        return _restored(t.source, t.copy.cell_at(ld.index), t.f.dtype) if t is not None else ld
 
     def statement(st: Any) -> Any:
-        st = dataclasses.replace(st, value=map_loads(st.value, load))
+        st = _restoring(st, load)
         t = by_name.get(st.buf)
         return dataclasses.replace(st, buf=t.source.name, index=t.copy.cell_at(st.index)) if t is not None else st
 
@@ -346,10 +441,12 @@ def _tile_cases(m: Model, t: Tile, names: Names) -> list[Case]:
     read = t.load.accesses[0]
     z = inst(t.load, names.prefix())
     u = z.coords()[len(t.f.owner_loops):]
-    declared = [term_of(e, m.env(z.at))
-                for e in t.copy.cell_at(tuple(IVar(v, 0) for v in t.load.vars[len(t.f.owner_loops):]))]
-    cases = [Case(f"cell{key}", domain(m, z), equal_all(index_terms(m, z, read), declared),
+    declared = _declared_cell(m, t, z)
+    cases = [Case(f"cell{key}", conj(domain(m, z), access_guard(m, z, read)),
+                  equal_all(index_terms(m, z, read), declared),
                   about=(f"the load of {t.f.name} reads a cell of {t.source.name} other than the declared one", (z,)))]
+    if read.guards:
+        cases += _guard_cases(m, z, read, declared, t.source, key, f"the load of {t.f.name}")
     if t.store is not None:
         write = t.store.accesses[-1]
         zs = t.at(t.store, z, u)
@@ -388,7 +485,28 @@ def _tile_cases(m: Model, t: Tile, names: Names) -> list[Case]:
             cases += _unwritten(m, zr, read, r, conj(at_r, domain(m, zr)), names, f"written{key}_{s.id}_{j}",
                                 lambda y: f"`{y.label()}` writes a cell of {t.source.name} that read-only copy "
                                           f"{t.f.name} holds, before `{s.label()}` reads it")
+    if t.store is None:
+        cases += _source_writes(m, t, key, names)
     return cases
+
+
+def _declared_cell(m: Model, t: Tile, z: Inst) -> list[Term]:
+    """``cell(u)`` at load instance ``z`` of tile ``t`` (``u`` its coordinates past the owner loops)."""
+    return [term_of(e, m.env(z.at))
+            for e in t.copy.cell_at(tuple(IVar(v, 0) for v in t.load.vars[len(t.f.owner_loops):]))]
+
+
+def _source_writes(m: Model, t: Tile, key: str, names: Names) -> list[Case]:
+    """(5') The source of read-only copy ``t`` is written nowhere in the routine: no instance of any write
+    of it runs (a write between two loads, outside every window (3') watches, is one too)."""
+    out = []
+    for s in m.statements:
+        for k, w in enumerate(w for w in s.accesses if w.buffer is t.source and w.writes):
+            y = inst(s, names.prefix())
+            out.append(Case(f"unwritten{key}_{s.id}_{k}", conj(domain(m, y), access_guard(m, y, w)),
+                            about=(f"`{s.label()}` writes {t.source.name}, the source of read-only copy {t.f.name}",
+                                   (y,))))
+    return out
 
 
 # ----------------------------------------------------------------------------- rings
@@ -404,11 +522,14 @@ class RingUse:
 def _ring_uses(m: Model, f: BufferRec, d: Ring) -> Union[tuple[list[RingUse], list[RingUse]], Verdict]:
     """The declared fills and uses of ring ``f`` (each use once per load of the ring), or the verdict that
     the declaration does not describe the program: every access of ``f`` is by a declared fill
-    (``f[..] = source[..]``) or use (which only reads ``f``), inside ``f``'s owner loops."""
+    (``f[..] = source[..]``, in a form ``_fill_form`` accepts) or use (which only reads ``f``), inside ``f``'s
+    owner loops."""
     fill_stmts = _statements(m, *(n for n, _ in d.fills))
     use_stmts = _statements(m, *(n for n, _ in d.uses))
     if fill_stmts is None or use_stmts is None:
         return unknown(f"a statement the op declares for ring {f.name} is not in the transformed program", "structure")
+    if not fill_stmts:
+        return _refused(f"ring {f.name} is declared with no fill")
     if f.shape[:1] != (IConst(d.versions),):
         return _refused(f"ring {f.name} is declared with {d.versions} slots but allocates "
                         f"[{', '.join(map(str, f.shape))}]")
@@ -421,8 +542,10 @@ def _ring_uses(m: Model, f: BufferRec, d: Ring) -> Union[tuple[list[RingUse], li
     if other is not None:
         return _refused(f"`{other.label()}` accesses ring {f.name} but is neither a declared fill nor a use")
     for s in fill_stmts:
-        if s.kind != "assign" or s.target is not f or not isinstance(s.node.value, L.Ld) \
-                or s.node.value.buf != d.source or len(s.node.index) != 1 + len(d.axes):
+        form = _fill_form(s, f, d.source, f"the declared fill `{s.label()}`")
+        if form is not None:
+            return form
+        if len(s.node.index) != 1 + len(d.axes):
             return _refused(f"the declared fill `{s.label()}` does not copy {d.source} into a slot of {f.name}")
     for s in use_stmts:
         if s.target is f:
@@ -439,6 +562,11 @@ def _version(m: Model, x: Inst, use: RingUse) -> Term:
     return term_of(use.version, m.env(x.at))
 
 
+def _fill_cell(m: Model, d: Ring, t: RingUse, z: Inst) -> list[Term]:
+    """``cell(v, u)`` at instance ``z`` of fill ``t`` (``v`` its version, ``u`` its index past the slot)."""
+    return [term_of(e, m.env(z.at)) for e in d.cell_of(t.version, t.stmt.node.index[1:])]
+
+
 def _ring_cases(m: Model, f: BufferRec, d: Ring, fills: list[RingUse], uses: list[RingUse],
                 names: Names) -> list[Case]:
     """Conditions (0)-(3) of ring ``f``."""
@@ -446,12 +574,15 @@ def _ring_cases(m: Model, f: BufferRec, d: Ring, fills: list[RingUse], uses: lis
     cases = []
     for i, t in enumerate(fills):
         z = inst(t.stmt, names.prefix())
-        v, idx = t.version, t.stmt.node.index
-        want = [term_of(d.slot_of(v), m.env(z.at))] + [term_of(e, m.env(z.at)) for e in d.cell_of(v, idx[1:])]
-        got = index_terms(m, z, t.access)[:1] + index_terms(m, z, t.stmt.accesses[0])
-        cases.append(Case(f"fill{key}_{i}", domain(m, z), equal_all(got, want),
-                          about=(f"`{t.stmt.label()}` does not fill the slot of its version with the declared cell of "
-                                 f"{d.source}", (z,))))
+        v, read, cell = t.version, t.stmt.accesses[0], _fill_cell(m, d, t, z)
+        about = (f"`{t.stmt.label()}` does not fill the slot of its version with the declared cell of {d.source}",
+                 (z,))
+        cases += [Case(f"fill{key}_{i}", domain(m, z),
+                       cmp("eq", index_terms(m, z, t.access)[0], term_of(d.slot_of(v), m.env(z.at))), about=about),
+                  Case(f"fillcell{key}_{i}", conj(domain(m, z), access_guard(m, z, read)),
+                       equal_all(index_terms(m, z, read), cell), about=about)]
+        if read.guards:
+            cases += _guard_cases(m, z, read, cell, read.buffer, f"{key}_{i}", f"`{t.stmt.label()}`")
     for j, r_use in enumerate(uses):
         r = inst(r_use.stmt, names.prefix())
         v_r, at_r = _version(m, r, r_use), conj(domain(m, r), access_guard(m, r, r_use.access))
@@ -487,7 +618,7 @@ def restore_rings(m: Model, fresh: list[tuple[BufferRec, Ring]],
     """The program of ``m`` with every ring's uses reading the source cell of their version (fills and the
     declaration dropped) and the engine that proved it exact, or the verdict on the declarations."""
     names, cases, drop = Names(), [], set()
-    versions: dict[int, tuple[Ring, IExpr]] = {}  # id(use node) -> its ring and version
+    versions: dict[int, tuple[Ring, IExpr, BufferRec]] = {}  # id(use node) -> its ring, version and source
     for f, d in fresh:
         found = _ring_uses(m, f, d)
         if isinstance(found, Verdict):
@@ -495,7 +626,7 @@ def restore_rings(m: Model, fresh: list[tuple[BufferRec, Ring]],
         fills, uses = found
         cases += _ring_cases(m, f, d, fills, uses, names)
         drop |= {id(t.stmt.node) for t in fills} | {id(f.decl.node)}
-        versions |= {id(u.stmt.node): (d, u.version) for u in uses}
+        versions |= {id(u.stmt.node): (d, u.version, fills[0].stmt.accesses[0].buffer) for u in uses}
     decided = _decided(cases, timeout_ms)
     if isinstance(decided, Verdict):
         return decided
@@ -503,14 +634,61 @@ def restore_rings(m: Model, fresh: list[tuple[BufferRec, Ring]],
     def statement(st: Any) -> Any:
         if id(st) not in versions:
             return st
-        d, v = versions[id(st)]
+        d, v, source = versions[id(st)]
 
         def load(ld: L.Ld) -> L.SExpr:
-            return L.Ld(d.source, d.cell_of(v, ld.index[1:]), ld.dtype) if ld.buf == d.buffer else ld
+            return _restored(source, d.cell_of(v, ld.index[1:]), ld.dtype) if ld.buf == d.buffer else ld
 
-        return dataclasses.replace(st, value=map_loads(st.value, load))
+        return _restoring(st, load)
 
     return dataclasses.replace(m.program, body=_rewrite(m.program.body, statement, drop)), decided
+
+
+# ----------------------------------------------------------------------------- zero fringe
+ZERO_FRINGE = ("a zero-fringed tile holds 0 at every cell whose source cell is out of bounds: only its loads write it, "
+               "each storing 0 exactly there")
+
+
+def zero_fringe(m: Model, datamaps: Sequence[DataMap], timeout_ms: int) -> Verdict:
+    """The ``zero_fringe`` claims of ``datamaps`` on the transformed program ``m``: a cell of a zero-fringed copy
+    or ring whose source cell is out of bounds holds 0 wherever it is read. Its allocation holds 0 everywhere,
+    only its declared loads (fills) write it (``tile_from``, ``_ring_uses``), and every load instance ``z`` of
+    tile cell ``u`` stores 0 where ``cell(u)`` is out of bounds:
+
+        edge-guarded (``Sel(Ix(g), X, 0)``):   z in D_load  =>  (g(z) <=> cell(u) in bounds of source)
+        unguarded:                              z in D_load  =>  cell(u) in bounds of source   (no fringe cell)
+    """
+    names, cases = Names(), []
+    for d in datamaps:
+        if not isinstance(d, (Copy, Ring)) or not d.zero_fringe:
+            continue
+        recs = [b for b in m.buffers if b.name == d.buffer and b.decl is not None]
+        if len(recs) != 1:
+            return unknown(f"zero-fringed {d.buffer} is not declared exactly once in the transformed program",
+                           "structure")
+        f = recs[0]
+        if isinstance(d, Copy):
+            t = tile_from(m, f, d)
+            if isinstance(t, Verdict):
+                return t
+            z = inst(t.load, names.prefix())
+            loads = [(z, t.load, _declared_cell(m, t, z))]
+        else:
+            found = _ring_uses(m, f, d)
+            if isinstance(found, Verdict):
+                return found
+            loads = [(z, fill.stmt, _fill_cell(m, d, fill, z)) for fill in found[0]
+                     for z in (inst(fill.stmt, names.prefix()),)]
+        for k, (z, s, cell) in enumerate(loads):
+            key, read = f"zero{f.decl.id}_{k}", s.accesses[0]
+            if read.guards:
+                cases += _guard_cases(m, z, read, cell, read.buffer, key, f"`{s.label()}`")
+                continue
+            cases.append(Case(f"bare{key}", domain(m, z), in_bounds(m, z, cell, read.buffer),
+                              about=(f"`{s.label()}` copies a cell out of bounds of {read.buffer.name} into "
+                                     f"zero-fringed {f.name}, with no edge guard storing 0 there", (z,))))
+    decided = _decided(cases, timeout_ms)
+    return decided if isinstance(decided, Verdict) else proved(decided)
 
 
 # ----------------------------------------------------------------------------- rewriting

@@ -70,6 +70,17 @@ def dtype_of(x: object) -> DType:
     raise TilecertError(f"unknown dtype {x!r}", hint=f"use one of {', '.join(DTYPES)}")
 
 
+_FLOAT_RANK = {"f16": 1, "bf16": 1, "f32": 2, "f64": 3}
+
+
+def widens(src: object, dst: object) -> bool:
+    """``dst`` holds every value of ``src`` exactly (a conversion to it and back is the identity): the same
+    dtype, or a float widening f16 / bf16 -> f32 / f64, f32 -> f64. Never a narrowing, never between f16 and
+    bf16, never an integer / float mix."""
+    a, b = dtype_of(src).name, dtype_of(dst).name
+    return a == b or (a in _FLOAT_RANK and b in _FLOAT_RANK and _FLOAT_RANK[a] < _FLOAT_RANK[b])
+
+
 def round_bf16(a: np.ndarray) -> np.ndarray:
     """Round values to the nearest bfloat16 (ties to even), returned in float32; NaN stays NaN.
 

@@ -17,14 +17,20 @@ handles, datamaps)``:
     over the variables ``axes``, one per axis of ``buffer``, and the loops around the
     declaration) between the load ``live.load`` (``buffer[u] = source[cell(u)]``) and the
     store-back ``live.store`` (``source[cell(u)] = buffer[u]``; None for a read-only copy). Holds
-    when every use of a cell lies in its window and nothing else touches the source cell there.
+    when every use of a cell lies in its window and nothing else touches the source cell there; a
+    read-only copy also claims that nothing in the routine writes its source. The load of a
+    read-only copy may widen (``buffer[u] = Cvt(source[c], p)``, ``p`` the buffer's dtype) and may
+    be edge-guarded (``buffer[u] = Sel(Ix(g), X, Lit(0))``, ``g`` exactly "``cell(u)`` is in bounds
+    of ``source``"); ``zero_fringe`` claims that every cell whose source cell is out of bounds
+    holds 0 wherever the buffer is read (``Kind.ZERO_FRINGE``).
   - ``Forward(buffer, expression)``: scalar ``buffer`` is written once with ``expression`` and
     read only where that value still holds (a CSE temporary).
   - ``Ring(buffer, source, versions, var, slot, axes, cell, fills, uses)``: a pipelined copy.
     ``buffer[slot(k), u]`` holds version ``k`` of ``source[cell(k, u)]``; each fill statement
     writes, and each use statement reads, the version its declared expression gives. Holds
     when a use of version ``k`` reads the slot last filled with version ``k`` and no fill of
-    another version and no write to the source cell came in between.
+    another version and no write to the source cell came in between. Fills take the load forms
+    of a read-only ``Copy``, and ``zero_fringe`` makes the same claim.
   - ``Renamed(buffer, original)``: the declaration of ``original`` copied with its loop body.
 
   A declaration no record names stands for the old declaration of the same name; each minted
@@ -59,6 +65,7 @@ class Kind(StrEnum):
     PIPELINE_SCHEDULE = "pipeline_schedule"
     VERSIONS = "versions"
     RELEASE = "release"
+    ZERO_FRINGE = "zero_fringe"
 
 
 @dataclass(frozen=True)
@@ -133,13 +140,15 @@ class Live:
 
 @dataclass(frozen=True)
 class Copy:
-    """``buffer[u]`` holds ``source[cell(u)]`` over ``live`` (``u`` the variables ``axes``)."""
+    """``buffer[u]`` holds ``source[cell(u)]`` over ``live`` (``u`` the variables ``axes``); with
+    ``zero_fringe``, 0 wherever ``cell(u)`` is out of bounds of ``source``."""
 
     buffer: str
     source: str
     axes: tuple[int, ...]
     cell: tuple[IExpr, ...]
     live: Live
+    zero_fringe: bool = False
 
     def cell_at(self, index: tuple[IExpr, ...]) -> tuple[IExpr, ...]:
         """``cell(index)``: the source cell that copy cell ``index`` stands for."""
@@ -158,7 +167,8 @@ class Forward:
 class Ring:
     """``buffer[slot(k), u]`` holds version ``k`` of ``source[cell(k, u)]`` (``k`` the variable ``var``,
     ``u`` the variables ``axes``); ``fills`` and ``uses`` pair each statement that writes / reads
-    ``buffer`` with the version it writes / reads, over that statement's loop variables."""
+    ``buffer`` with the version it writes / reads, over that statement's loop variables; with
+    ``zero_fringe``, a slot holds 0 wherever ``cell(k, u)`` is out of bounds of ``source``."""
 
     buffer: str
     source: str
@@ -169,6 +179,7 @@ class Ring:
     cell: tuple[IExpr, ...]
     fills: tuple[tuple[L.Assign, IExpr], ...]
     uses: tuple[tuple[Union[L.Assign, L.Accum], IExpr], ...]
+    zero_fringe: bool = False
 
     def slot_of(self, version: IExpr) -> IExpr:
         return substitute_many(self.slot, {self.var: version})
