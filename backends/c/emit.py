@@ -13,7 +13,8 @@ serially within its thread); ``simd`` is ``omp simd`` (``simdlen`` from the targ
 ``vector_lanes`` when set) when its body is free of atomics, heap buffers and nested simd
 loops (else a plain loop); ``Seq`` is a braced block; an ``Alloc`` declares a zeroed array on the stack or
 a ``calloc``'d one freed at the end of its block, so buffers declared inside a parallel
-loop are private to each thread; an atomic update is an ``omp critical`` section.
+loop are private to each thread (not zeroed, and ``malloc``'d, when ``Alloc.zeroed`` is False: the
+lowering proved every cell written before it is read); an atomic update is an ``omp critical`` section.
 
 Identifiers never come from user text unchecked: every C name is ``text.c_ident`` (a fixed
 prefix, a number and the DSL name reduced to ``[A-Za-z0-9_]``) and every comment is
@@ -155,8 +156,9 @@ class Emitter:
         elif isinstance(node, Alloc):
             self.declare(node)
             size = math.prod(s.value for s in node.shape)  # stack buffers have constant shapes
-            self.emit(f"{C_TYPES[node.dtype]} {self.names[node.buf]}[{max(size, 1)}] = {{0}};  "
-                      + c_comment(f"{node.scope} {node.buf}"), depth)
+            fill = " = {0}" if node.zeroed else ""
+            self.emit(f"{C_TYPES[node.dtype]} {self.names[node.buf]}[{max(size, 1)}]{fill};  "
+                      + c_comment(f"{node.scope} {node.buf}" + ("" if node.zeroed else ", written before read")), depth)
         elif isinstance(node, Store):
             self.store(node, depth)
         elif isinstance(node, Sync):
@@ -172,8 +174,9 @@ class Emitter:
         self.declare(node)
         name, ctype = self.names[node.buf], C_TYPES[node.dtype]
         count = " * ".join(f"(size_t)tc_max({self.index(s)}, 0)" for s in node.shape) or "1"
-        self.emit(f"{ctype} *{name} = ({ctype} *)calloc({count} + 1, sizeof({ctype}));  "
-                  + c_comment(f"{node.scope} {node.buf}"), depth)
+        alloc = f"calloc({count} + 1, sizeof({ctype}))" if node.zeroed else f"malloc(({count} + 1) * sizeof({ctype}))"
+        self.emit(f"{ctype} *{name} = ({ctype} *){alloc};  "
+                  + c_comment(f"{node.scope} {node.buf}" + ("" if node.zeroed else ", written before read")), depth)
         self.emit(f"if ({name} == NULL) {{ tc_fail(err, TC_ERR_NO_MEMORY); }} else {{", depth)
         self.body(rest, depth + 1, in_threads, in_simd)
         self.emit(f"free({name});", depth + 1)
