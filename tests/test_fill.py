@@ -11,6 +11,7 @@ from hypothesis import given, reject
 
 import test_checker_programs as P
 import tilecert as tc
+from benchmarks.gemm_c import best_schedule
 from examples import EXAMPLES
 from tilecert.backends.c import build
 from tilecert.backends.c.emit import emit_c
@@ -101,20 +102,27 @@ def test_a_buffer_read_before_a_write_keeps_its_fill(twin):
     np.testing.assert_array_equal(kernel(X=x, Y=np.zeros_like(x))["Y"], want)
 
 
-def test_the_example_gemm_schedule_drops_every_fill_and_stays_bitwise_equal():
+def _example_gemm():
     s = tc.schedule(EXAMPLES["gemm"].kernel, M=13, N=11, K=9, bm=4, bn=8, bk=4)
     s.bind("nest.0", "grid0")
     s.bind("C.store.N", "vector")
-    k = tc.compile(s)
-    allocs = [a for a in walk(k.lowered.body) if isinstance(a, Alloc)]
+    return s
+
+
+@pytest.mark.parametrize("schedule", [_example_gemm, lambda: best_schedule(256)], ids=["example", "benchmark"])
+def test_gemm_schedules_drop_every_fill_and_stay_bitwise_equal(schedule):
+    s = schedule()
+    m, n, k = (s.sizes[x] for x in ("M", "N", "K"))
+    kernel = tc.compile(s)
+    allocs = [a for a in walk(kernel.lowered.body) if isinstance(a, Alloc)]
     assert allocs and not any(a.zeroed for a in allocs)
-    assert "{0}" not in k.source.split("void tc_kernel")[1] and "calloc" not in k.source
+    assert "{0}" not in kernel.source.split("void tc_kernel")[1] and "calloc" not in kernel.source
     rng = np.random.default_rng(3)
-    a, b = rng.standard_normal((13, 9)).astype(np.float32), rng.standard_normal((9, 11)).astype(np.float32)
-    want = np.zeros((13, 11), np.float32)
-    for j in range(9):  # the schedule's order: K ascending, each product rounded, then added
+    a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+    want = np.zeros((m, n), np.float32)
+    for j in range(k):  # the schedules' order: K ascending, each product rounded, then added
         want = want + a[:, j:j + 1] * b[j:j + 1, :]
-    assert np.array_equal(k(A=a, B=b, C=np.zeros((13, 11), np.float32))["C"], want)
+    assert np.array_equal(kernel(A=a, B=b, C=np.zeros((m, n), np.float32))["C"], want)
 
 
 @given(P.random_program().filter(lambda p: any(isinstance(s, L.Decl) for s in ir.walk(p.body))))
