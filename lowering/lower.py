@@ -18,7 +18,7 @@ What the pass decides, statement by statement:
 - buffers: each ``Decl`` becomes an ``Alloc`` (zero-initialised, alive to the end of the
   enclosing body, so private to every thread that runs it): on the stack when its shape is
   constant and small, else on the heap; ``zeroed=False`` when ``fill.written_first`` proves
-  every cell written before it is read;
+  every cell written before it is read (without ``threads``: the CUDA emitter fills every buffer);
 - ``Accum`` under a ``threads`` loop whose kind is not ``parallel`` into a buffer allocated
   outside that loop is marked ``atomic``.
 
@@ -123,7 +123,8 @@ class Lowerer:
         if not L.is_loop_form(self.p.body):
             raise LoweringError(f"kernel {self.p.name} is not in loop form", self.p.loc,
                                 "lower a Schedule's program (tc.schedule(kernel).program) or expand the kernel first")
-        self.unfilled = written_first(self.p, self.sizes)
+        if not self.participants_are_threads:  # the CUDA emitter fills every buffer: no proof to spend
+            self.unfilled = written_first(self.p, self.sizes)
         body = self.block(self.p.body)
         return Lowered(self.p.name, self.p.sizes, self.p.tensors, tuple(body), tuple(sorted(self.sizes.items())))
 
