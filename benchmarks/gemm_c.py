@@ -20,14 +20,16 @@ it is read, so none is zero-filled. Results are checked against float64 numpy be
 
 Threads: the kernel runs its row tiles on OpenMP's default team, numpy on OpenBLAS's and
 Halide on its own pool; the header prints each count and the BLAS kernel numpy uses. For a
-single-threaded comparison set ``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 HL_NUM_THREADS=1``.
+single-threaded comparison set ``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 HL_NUM_THREADS=1``; then
+``--clock cpu`` times by the process's CPU time, which on a shared machine leaves out the time
+other processes hold the core (it is refused unless every row runs one thread).
 ``make bench`` runs this with ``OPENBLAS_CORETYPE`` and ``OPENBLAS_L2_SIZE`` unset, so OpenBLAS
 picks its kernel for the machine itself.
 
 The machine may be shared: each round times every row (best of ``reps``), rounds
 interleave the rows, and the table gives the best round and the range over rounds.
 
-Run: ``python benchmarks/gemm_c.py [--n 1024] [--reps 5] [--rounds 3]``.
+Run: ``python benchmarks/gemm_c.py [--n 1024] [--reps 5] [--rounds 3] [--clock wall|cpu]``.
 """
 from __future__ import annotations
 
@@ -96,12 +98,13 @@ def halide_gemm(a: np.ndarray, b: np.ndarray, strict: bool) -> Optional[Callable
     return run
 
 
-def threads() -> str:
-    """What each row runs on: OpenMP's team size (the C kernels), OpenBLAS's threads and kernel (numpy),
-    Halide's pool (``HL_NUM_THREADS``, else one thread per CPU)."""
+def threads() -> tuple[list[Optional[int]], str]:
+    """What each row runs on, as counts (tilecert C, numpy, Halide; None where unknown) and a line: OpenMP's
+    team size (the C kernels), OpenBLAS's threads and kernel (numpy), Halide's pool (``HL_NUM_THREADS``,
+    else one thread per CPU)."""
     omp = ctypes.CDLL("libgomp.so.1").omp_get_max_threads()
     blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
-    name, count = blas.get("name", "unknown BLAS"), "?"
+    count: Optional[int] = None
     kernel = "unknown kernel"
     for lib in (Path(np.__file__).parent.parent / "numpy.libs").glob("*openblas*"):
         so = ctypes.CDLL(str(lib))
@@ -109,21 +112,23 @@ def threads() -> str:
             fn = getattr(so, f"{prefix}get_corename{suffix}", None)
             if fn is not None:
                 fn.restype = ctypes.c_char_p
-                kernel, count = fn().decode(), str(getattr(so, f"{prefix}get_num_threads{suffix}")())
+                kernel, count = fn().decode(), int(getattr(so, f"{prefix}get_num_threads{suffix}")())
                 break
-    halide = os.environ.get("HL_NUM_THREADS") or f"{os.cpu_count()} (one per CPU)"
-    return (f"threads: tilecert C {omp} (OpenMP), numpy {count} ({name} {blas.get('version', '')}, kernel "
-            f"{kernel}), Halide {halide}")
+    halide = int(os.environ.get("HL_NUM_THREADS") or os.cpu_count() or 0) or None
+    line = (f"threads: tilecert C {omp} (OpenMP), numpy {count or '?'} ({blas.get('name', 'unknown BLAS')} "
+            f"{blas.get('version', '')}, kernel {kernel}), Halide {halide or '?'}"
+            f"{'' if 'HL_NUM_THREADS' in os.environ else ' (one per CPU)'}")
+    return [omp, count, halide], line
 
 
-def gflops(fn: Callable[[], object], n: int, reps: int) -> float:
+def gflops(fn: Callable[[], object], n: int, reps: int, clock: Callable[[], float]) -> float:
     time.sleep(1.0)  # let the previous library's worker threads stop spinning before timing this one
     fn()
     best = float("inf")
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, clock() - t0)
     return 2.0 * n**3 / best / 1e9
 
 
@@ -132,7 +137,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--n", type=int, default=1024)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="cpu: the process's CPU time, which leaves out the time other processes hold the "
+                             "core (single-threaded runs only)")
     args = parser.parse_args(argv)
+    counts, thread_line = threads()
+    if args.clock == "cpu" and counts != [1, 1, 1]:
+        parser.error("--clock cpu needs every row single-threaded: "
+                     "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 HL_NUM_THREADS=1")
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     n = args.n
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n)).astype(np.float32)
@@ -158,11 +171,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     rates: dict[str, list[float]] = {name: [] for name, _, _ in rows}
     for _ in range(args.rounds):
         for name, fn, _ in rows:
-            rates[name].append(gflops(fn, n, args.reps if "unscheduled" not in name else 1))
+            rates[name].append(gflops(fn, n, args.reps if "unscheduled" not in name else 1, clock))
     base = max(rates["numpy A @ B"])
     ours = max(rates["tilecert C, scheduled"])
-    print(f"f32 GEMM {n}^3, {args.rounds} rounds of best-of-{args.reps}, one run")
-    print(f"  {threads()}")
+    print(f"f32 GEMM {n}^3, {args.rounds} rounds of best-of-{args.reps}, one run, {args.clock} clock")
+    print(f"  {thread_line}")
     for name, rs in rates.items():
         print(f"  {name:30s} {max(rs):7.1f} GFLOP/s (rounds {min(rs):5.1f}-{max(rs):5.1f})   "
               f"{max(rs) / base:5.2f}x numpy   {ours / max(rs):5.2f}x ours-over-it")
