@@ -17,7 +17,8 @@ What the pass decides, statement by statement:
   threads, CUDA) barriers inside them are kept and they count as ``threads`` loops for atomics;
 - buffers: each ``Decl`` becomes an ``Alloc`` (zero-initialised, alive to the end of the
   enclosing body, so private to every thread that runs it): on the stack when its shape is
-  constant and small, else on the heap;
+  constant and small, else on the heap; ``zeroed=False`` when ``fill.written_first`` proves
+  every cell written before it is read (without ``threads``: the CUDA emitter fills every buffer);
 - ``Accum`` under a ``threads`` loop whose kind is not ``parallel`` into a buffer allocated
   outside that loop is marked ``atomic``;
 - packs: the hoisted constant packs that start the program (``lowering.packs``, a
@@ -39,6 +40,7 @@ from tilecert.semantics.dtypes import dtype_of
 from tilecert.semantics.index import IBin, IConst, IExpr, INot, ISize, IVar, conjuncts, free_vars, ibin, linear
 from tilecert.semantics.mapper import map_node, subst_node
 
+from .fill import written_first
 from .packs import constant_packs
 from .program import Alloc, For, Guard, Lowered, LoweringError, Node, Pack, Seq, Store, Sync
 
@@ -119,11 +121,14 @@ class Lowerer:
         self.threads: list[tuple[str, set[str]]] = []  # enclosing threads loops: (kind, buffers allocated inside)
         self.in_thread_scope = False
         self.participants_are_threads = threads
+        self.unfilled: frozenset[int] = frozenset()
 
     def run(self) -> Lowered:
         if not L.is_loop_form(self.p.body):
             raise LoweringError(f"kernel {self.p.name} is not in loop form", self.p.loc,
                                 "lower a Schedule's program (tc.schedule(kernel).program) or expand the kernel first")
+        if not self.participants_are_threads:  # the CUDA emitter fills every buffer: no proof to spend
+            self.unfilled = written_first(self.p, self.sizes)
         nests = constant_packs(self.p)
         body: list[Node] = []
         packs: list[Pack] = []
@@ -242,7 +247,8 @@ class Lowerer:
         storage = "stack" if constant and size * dtype_of(b.dtype).itemsize <= STACK_LIMIT else "heap"
         for _, allocated in self.threads:
             allocated.add(b.name)
-        return Alloc(b.name, b.dtype, b.shape, b.scope, storage, *self.instance())
+        sid, origin = self.instance()
+        return Alloc(b.name, b.dtype, b.shape, b.scope, storage, sid, origin, sid not in self.unfilled)
 
     def store(self, st) -> Store:
         sid, origin = self.instance()

@@ -12,7 +12,9 @@ says *how*, in terms any imperative backend renders directly:
 - ``Seq``: a labelled group of statements (one copy of an unrolled loop body).
 - ``Alloc``: a zero-initialised buffer living from this statement to the end of the
   enclosing body, on the ``stack`` or the ``heap``; its ``scope`` is the memory scope of
-  the declaration. Every thread that executes the statement gets its own copy.
+  the declaration. Every thread that executes the statement gets its own copy. ``zeroed``
+  is False when the fill is proved unobservable (``lowering.fill``: every cell is written
+  before it is read), and a backend may then leave the buffer uninitialised.
 - ``Store``: ``buf[index] = value`` or ``buf[index] op= value`` (``accum``, under the
   scheduled update's reduction ``policy``). ``atomic``: concurrent updates of one cell are
   possible and must be serialised.
@@ -82,6 +84,7 @@ class Alloc:
     storage: str
     sid: int
     origin: tuple[tuple[int, IExpr], ...]
+    zeroed: bool = True
 
 
 @dataclass(frozen=True)
@@ -166,7 +169,8 @@ def format_lowered(lp: Lowered) -> str:
             elif isinstance(node, Alloc):
                 shape = ", ".join(map(str, node.shape))
                 where = "hoisted pack" if node.buf in packs else f"on {node.storage}"
-                lines.append(f"{pad}alloc {node.scope} {node.buf}: {node.dtype}[{shape}] {where}")
+                fill = "" if node.zeroed else " (no fill: written before read)"
+                lines.append(f"{pad}alloc {node.scope} {node.buf}: {node.dtype}[{shape}] {where}{fill}")
             elif isinstance(node, Store):
                 idx = ", ".join(map(str, node.index))
                 op = f"{node.accum}=" if node.accum else "="

@@ -17,7 +17,10 @@ serially within its thread); ``simd`` is ``omp simd`` (``simdlen`` from the targ
 ``vector_lanes`` when set) when its body is free of atomics, heap buffers and nested simd
 loops (else a plain loop); ``Seq`` is a braced block; an ``Alloc`` declares a zeroed array on the stack or
 a ``calloc``'d one freed at the end of its block, so buffers declared inside a parallel
-loop are private to each thread; an atomic update is an ``omp critical`` section.
+loop are private to each thread (not zeroed, and ``malloc``'d, when ``Alloc.zeroed`` is False: the
+lowering proved every cell written before it is read), either one aligned to ``ALIGN`` bytes (a
+heap buffer is rounded up inside an allocation ``ALIGN`` bytes longer); an atomic update is an
+``omp critical`` section.
 
 Identifiers never come from user text unchecked: every C name is ``text.c_ident`` (a fixed
 prefix, a number and the DSL name reduced to ``[A-Za-z0-9_]``) and every comment is
@@ -38,6 +41,8 @@ from .prelude import INT_TYPES, prelude
 
 SYMBOL = "tc_kernel"
 PACK_SYMBOL = "tc_pack_"  # + the pack's number in Lowered.packs
+ALIGN = 64  # bytes: local buffers start on a cache line, so a row of a tile spans as few lines as it can
+ALIGNED = f"__attribute__((aligned({ALIGN})))"
 C_TYPES = {"bool": "uint8_t", "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
            "u8": "uint8_t", "f16": "_Float16", "bf16": "float", "f32": "float", "f64": "double"}
 _INDEX_OPS = {"add": "+", "sub": "-", "mul": "*", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==",
@@ -160,8 +165,9 @@ class Emitter:
         elif isinstance(node, Alloc):
             self.declare(node)
             size = math.prod(s.value for s in node.shape)  # stack buffers have constant shapes
-            self.emit(f"{C_TYPES[node.dtype]} {self.names[node.buf]}[{max(size, 1)}] = {{0}};  "
-                      + c_comment(f"{node.scope} {node.buf}"), depth)
+            fill = " = {0}" if node.zeroed else ""
+            self.emit(f"{C_TYPES[node.dtype]} {self.names[node.buf]}[{max(size, 1)}] {ALIGNED}{fill};  "
+                      + c_comment(f"{node.scope} {node.buf}" + ("" if node.zeroed else ", written before read")), depth)
         elif isinstance(node, Store):
             self.store(node, depth)
         elif isinstance(node, Sync):
@@ -177,11 +183,15 @@ class Emitter:
         self.declare(node)
         name, ctype = self.names[node.buf], C_TYPES[node.dtype]
         count = " * ".join(f"(size_t)tc_max({self.index(s)}, 0)" for s in node.shape) or "1"
-        self.emit(f"{ctype} *{name} = ({ctype} *)calloc({count} + 1, sizeof({ctype}));  "
-                  + c_comment(f"{node.scope} {node.buf}"), depth)
-        self.emit(f"if ({name} == NULL) {{ tc_fail(err, TC_ERR_NO_MEMORY); }} else {{", depth)
+        size = f"({count} + 1) * sizeof({ctype}) + {ALIGN}"
+        alloc = f"calloc({size}, 1)" if node.zeroed else f"malloc({size})"
+        self.emit(f"void *{name}_mem = {alloc};  "
+                  + c_comment(f"{node.scope} {node.buf}" + ("" if node.zeroed else ", written before read")), depth)
+        self.emit(f"if ({name}_mem == NULL) {{ tc_fail(err, TC_ERR_NO_MEMORY); }} else {{", depth)
+        self.emit(f"{ctype} *restrict {name} = ({ctype} *)(((uintptr_t){name}_mem + {ALIGN - 1}) & "
+                  f"~(uintptr_t){ALIGN - 1});", depth + 1)
         self.body(rest, depth + 1, in_threads, in_simd)
-        self.emit(f"free({name});", depth + 1)
+        self.emit(f"free({name}_mem);", depth + 1)
         self.emit("}", depth)
 
     def loop(self, f: For, depth: int, in_threads: bool, in_simd: bool) -> None:
