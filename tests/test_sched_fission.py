@@ -234,6 +234,37 @@ def test_merging_the_row_nests_of_softmax_leaves_one_bind_where_there_were_nine(
                                rtol=1e-6)
 
 
+ATTENTION_MERGES = [
+    ("m.full.M", "l.full.M"), ("a.load.M", "b.load.K"), ("a.load.K", "b.load.N"),
+    *(("s.select.M", n) for n in ("reduce.init.M", "reduce.reduce.M", "m_new.max.M", "sub.sub.M", "exp.exp.M",
+                                  "mul.mul.M", "sub1.sub.M", "exp1.exp.M", "reduce1.init.M", "reduce1.reduce.M",
+                                  "l1.add.M", "l.copy.M", "m.copy.M")),
+    *(("load.load.M", f"{n}.M") for n in ("sub2.sub", "exp2.exp", "div.div", "Y.store1")),
+    *(("load.load.N", f"{n}.N") for n in ("sub2.sub", "exp2.exp", "div.div", "Y.store1")),
+    ("sub1.sub.N", "exp1.exp.N"),
+]
+
+
+def nest_heads(s, region: str) -> list[str]:
+    """The outermost loop of each tile op's nest (one bind each): the parallel loops directly in the region
+    loop or in a loop that is not parallel."""
+    kinds = {lp.name: lp.kind for lp in s.loops()}
+    return [lp.name for lp in s.loops() if lp.kind == "parallel" and lp.parent is not None and
+            (lp.parent == region or kinds[lp.parent] != "parallel")]
+
+
+@pytest.mark.slow
+def test_merging_the_attention_kernels_sibling_nests_leaves_10_binds_of_29():
+    s = tc.schedule(EXAMPLES["all_regions"].kernel, M=8, N=8, K=8)
+    assert len(nest_heads(s, "rows")) == 29
+    for first, second in ATTENTION_MERGES:
+        s.merge(first, second)
+    inner = [(a, b) for a, b in ATTENTION_MERGES if a in ("a.load.K", "sub1.sub.N", "load.load.N")]
+    assert len(nest_heads(s, "rows")) == 29 - (len(ATTENTION_MERGES) - len(inner)) == 10
+    r = s.check()
+    assert r.ok, r.explain()
+
+
 # ============================================================================ lowering
 @pytest.mark.parametrize("target", ["c", "cuda-host"])
 def test_fission_and_merge_match_on_the_backends(target):

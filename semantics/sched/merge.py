@@ -47,7 +47,7 @@ def _between(p: ir.Program, a: L.Loop, b: L.Loop) -> list:
     path = enclosing(p.body, a)
     block = path[-1].body if path else p.body
     ops = list(block.ops)
-    ia = ops.index(a)
+    ia = next(k for k, st in enumerate(ops) if st is a)
     if not any(st is b for st in ops):
         followers = [st.name for st in ops[ia + 1:] if isinstance(st, L.Loop)]
         raise ScheduleError(f"merge: loop {b.name!r} is not a sibling of {a.name!r} (it lies in another block)",
