@@ -299,18 +299,24 @@ def wrapped(body, vars_, draw):
     return [loop(1, "o", "N", *body, kind=draw(st.sampled_from(KINDS)))] if 1 in vars_ else body
 
 
+def agrees_and_preserves(p, op: str, *args) -> None:
+    """The checker's verdicts on ``op`` applied to ``p`` equal brute force; when all hold, the interpreter
+    computes the same outputs before and after, in both instance orders."""
+    t = transform(p, op, *args)
+    if check_transform_agrees(p, t.program, t.tau, BOUND, t.datamaps).ok:
+        for seed in range(2):
+            want = run(p, BOUND, seed)
+            for order in ("canonical", "reverse"):
+                got = run(t.program, BOUND, seed, order)
+                assert all(np.array_equal(want[k], got[k]) for k in want), (op, order)
+
+
 @settings(max_examples=200 if FULL else 40, **SETTINGS)
 @given(st.data())
 def test_fission_verdicts_equal_brute_force(data):
     s1, s2, vars_ = data.draw(two_statements())
     body = wrapped([loop(0, "l", "N", s1, s2, kind=data.draw(st.sampled_from(KINDS)))], vars_, data.draw)
-    p = program("fis", ("N",), tensors(), *body)
-    t = transform(p, "fission", "l", "A")
-    r = check_transform_agrees(p, t.program, t.tau, BOUND, t.datamaps)
-    if r.ok:
-        for seed in range(2):
-            want, got = run(p, BOUND, seed), run(t.program, BOUND, seed)
-            assert all(np.array_equal(want[k], got[k]) for k in want)
+    agrees_and_preserves(program("fis", ("N",), tensors(), *body), "fission", "l", "A")
 
 
 @settings(max_examples=200 if FULL else 40, **SETTINGS)
@@ -320,10 +326,4 @@ def test_merge_verdicts_equal_brute_force(data):
     kind = data.draw(st.sampled_from(KINDS))
     second = subst_node(s2, 0, v(2))
     body = wrapped([loop(0, "l", "N", s1, kind=kind), loop(2, "m", "N", second, kind=kind)], vars_, data.draw)
-    p = program("mer", ("N",), tensors(), *body)
-    t = transform(p, "merge", "l", "m")
-    r = check_transform_agrees(p, t.program, t.tau, BOUND, t.datamaps)
-    if r.ok:
-        for seed in range(2):
-            want, got = run(p, BOUND, seed), run(t.program, BOUND, seed)
-            assert all(np.array_equal(want[k], got[k]) for k in want)
+    agrees_and_preserves(program("mer", ("N",), tensors(), *body), "merge", "l", "m")
