@@ -63,8 +63,8 @@ def _halves(lp: L.Loop, cut: int) -> tuple[list, list]:
             raise ScheduleError(
                 f"fission: buffer {name!r} is declared in loop {lp.name!r} and used on both sides of the cut "
                 f"(by {describe_all(before, 2)} and by {describe_all(after, 2)})",
-                hint=f"give {name} one cell per iteration of {lp.name!r} with expand_dim and move its declaration "
-                     f"out of the loop with lift_alloc({name!r}, {lp.name!r}), then fission")
+                hint=f"expand_dim({name!r}, [{lp.name!r}]) gives it one cell per iteration and lift_alloc({name!r}, "
+                     f"{lp.name!r}) moves its declaration out of the loop; then fission")
         if after:
             moved.append(k)
     first = [st for k, st in enumerate(ops[:cut + 1]) if k not in moved]
