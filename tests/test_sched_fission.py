@@ -25,7 +25,7 @@ from tilecert.semantics.sched.merge import merge
 
 from test_checker_brute import BOUND, FULL, SETTINGS, check_transform_agrees
 from test_checker_programs import (KINDS, accum, add, affine, assign, barrier, decl, ld, loop, mul, plus, program, run,
-                                   tensor, transform, v)
+                                   tensor, times, transform, v)
 
 
 @tc.kernel
@@ -156,6 +156,35 @@ def test_fission_refuses_a_cut_two_statements_answer_to_and_a_barrier():
     p = program("bar", ("N",), tensors(), loop(0, "l", "N", assign("A", (v(0),), ld("X", v(0))), barrier(),
                                               assign("B", (v(0),), ld("A", v(0))), kind="parallel"))
     refused(fission, p, "l", "A", match="the body of loop 'l' holds a barrier")
+
+
+def test_the_lifted_scalar_descent_gemm_distributes_into_init_accumulation_and_store_nests():
+    """The form expand_dim and lift_alloc give the scalar-descent GEMM (acc[i, j] declared outside the nest):
+    four fissions make three perfect nests, and the accumulation nest then reorders with k outermost."""
+    shape = ("N", "N")
+    p = program("sgemm", ("N",), [tensor("A", shape, written=False), tensor("B", shape, written=False),
+                                  tensor("C", shape)],
+                decl("acc", shape),
+                loop(0, "i", "N", loop(1, "j", "N",
+                                       assign("acc", (v(0), v(1)), L.Lit(0, "i32")),
+                                       loop(2, "k", "N", accum("acc", (v(0), v(1)), times(ld("A", v(0), v(2)),
+                                                                                          ld("B", v(2), v(1))))),
+                                       assign("C", (v(0), v(1)), ld("acc", v(0), v(1))), kind="parallel"),
+                     kind="parallel"))
+    steps = [("fission", "j", "acc"), ("fission", "j.f1", "k"), ("fission", "i", "j.f0"),
+             ("fission", "i.f1", "j.f1.f0"), ("reorder", ["k", "i.f1.f0", "j.f1.f0"])]
+    sizes = {"N": 3}
+    for op, *args in steps:
+        t = transform(p, op, *args, sizes=sizes)
+        r = check_transform_agrees(p, t.program, t.tau, sizes, t.datamaps)
+        assert r.ok, (op, args, r.explain())
+        p = t.program
+    assert [lp.name for lp in p.body.ops if isinstance(lp, L.Loop)] == ["i.f0", "k", "i.f1.f1"]
+    for seed in range(2):
+        out = run(p, sizes, seed)["C"]
+        rng = np.random.default_rng(seed)
+        a, b = (rng.integers(-4, 5, size=(3, 3)) for _ in range(2))
+        np.testing.assert_array_equal(out, a @ b)
 
 
 # ============================================================================ merge
