@@ -23,6 +23,7 @@ dask workers: ``backends/campaigns.py``) gives the same results. A case whose sc
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -33,6 +34,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
+from hypothesis.internal.conjecture import providers
 
 from tilecert.checker.gate import UnprovedScheduleError
 from tilecert.lowering import LoweringError
@@ -153,8 +155,23 @@ def draw_case(cases: st.SearchStrategy[FuzzCase], seed: int) -> FuzzCase:
     def collect(case: FuzzCase) -> None:
         drawn.append(case)
 
-    collect()
+    with _no_local_constants():
+        collect()
     return drawn[-1]
+
+
+@contextlib.contextmanager
+def _no_local_constants() -> Iterator[None]:
+    """Hypothesis also draws literals it collects from the local modules imported so far, which differ
+    between a process that has judged cases and a fresh worker; without them a case depends on its seed alone."""
+    saved = providers._get_local_constants
+    providers._get_local_constants = lambda: providers.Constants()
+    providers.CONSTANTS_CACHE.cache.clear()  # it holds the local constants drawn from before
+    try:
+        yield
+    finally:
+        providers._get_local_constants = saved
+        providers.CONSTANTS_CACHE.cache.clear()
 
 
 def run_case(case: FuzzCase, run: Callable[[FuzzCase], DiffReport]) -> DiffReport:

@@ -48,7 +48,7 @@ class Lemma:
         a, b = isl.Set(left), isl.Set(right)
         ok = a.is_equal(b)
         detail = "isl: the sets are equal" if ok else \
-            f"isl: they differ, e.g. at {a.symmetric_difference(b).sample_point()}"
+            f"isl: they differ, e.g. at {a.subtract(b).union(b.subtract(a)).sample_point()}"
         return self._record(claim, formula, ok, detail)
 
     def isl_empty(self, claim: str, formula: str, text: str) -> bool:

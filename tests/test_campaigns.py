@@ -1,6 +1,7 @@
 """Fuzz campaigns: cases are pure functions of (campaign seed, index), so a campaign on a dask LocalCluster of two
 worker processes merges to exactly the serial run's results, failing-case files included."""
 import dataclasses
+import hashlib
 
 import cloudpickle
 import pytest
@@ -17,10 +18,10 @@ CASES = fuzz_cases(strategies.kernels(max_size=5), strategies.schedules, max_ops
 
 
 def _judge(case: FuzzCase):
-    """The real differential of the case (gate open), plus a planted failing trial on every case whose trial
-    seed is even, so some cases fail and are written out."""
+    """The real differential of the case (gate open), plus a planted failing trial on every case whose digest
+    is even, so some cases fail and are written out (trial seeds lean to boundary values, mostly odd)."""
     report = DifferentialRun(trials=1, allow_unproved=True)(case)
-    if case.seed % 2 == 0:
+    if hashlib.sha256((case.program + case.schedule).encode()).digest()[0] % 2 == 0:
         report = dataclasses.replace(report, trials=report.trials + (Trial(case.seed, {}, "mismatch"),))
     return report
 

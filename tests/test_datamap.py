@@ -256,6 +256,8 @@ SAMPLES = {
     "pad": [("pad", ("a.load.K", 8))],
     "expand_zero": [("expand_zero", ("acc",))],
     "privatize": [("privatize", ("acc", "k"))],
+    "merge": [("pad", ("a.load.M", 7)), ("merge", ("a.load.M", "b.load.K"))],
+    "fission": [("pad", ("a.load.M", 7)), ("merge", ("a.load.M", "b.load.K")), ("fission", ("a.load.M", "a.load.K"))],
 }
 
 

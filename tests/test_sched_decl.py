@@ -1,7 +1,8 @@
 """Op declarations: every registered op declares its argument kinds once, and validation, error text,
 ``Schedule`` methods, schedule-file schema checking and the strategies all come from that declaration.
 
-Each op gets one known-good call on the GEMM example (``GOOD``); the wrong values tried for each
+Each op gets one known-good call on the GEMM example (``GOOD``; on ``siblings`` for the ops whose
+preconditions no loop of the fresh GEMM meets: ``CASES_OF``); the wrong values tried for each
 parameter are built here from the parameter's kind (``wrong_values``), independently of the kinds'
 own code, each marked structural (the schema refuses it in a file) or not (only the program can
 refuse it: a loop that does not exist, a list of the wrong length).
@@ -18,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 
 import tilecert as tc
 from examples import EXAMPLES
-from tilecert import strategies
+from tilecert import i32, strategies
 from tilecert.semantics.errors import SerializationError
 from tilecert.semantics.sched import OPS, Schedule, install_methods, schedule_op
 from tilecert.semantics.sched import args as A
@@ -38,11 +39,32 @@ GOOD: dict[str, dict[str, Any]] = {
     "remove_unit": dict(loop="k"), "bind": dict(loop="nest.0", kind="grid0"), "expand_zero": dict(buffer="acc"),
     "pad": dict(loop="a.load.K", to_multiple_of=8), "partition": dict(loop="a.load.K", breakpoints=[3]),
     "unroll": dict(loop="a.load.K"), "privatize": dict(target="acc", over="acc.mma.K"),
+    "fission": dict(loop="i", after="A"), "merge": dict(first="i", second="j"),
 }
 
 
-def fresh() -> Schedule:
-    return tc.schedule(KERNEL, **SIZES)
+@tc.kernel
+def siblings(X: tc.Tensor[i32, "N"], A: tc.Tensor[i32, "N"], B: tc.Tensor[i32, "N"]):
+    """Two sibling loops over one range; no local of the first's body is used on both sides of a cut after A
+    (in the fresh GEMM every cut of a body splits the uses of a local, and no two siblings share a range)."""
+    N = X.shape[0]
+    for i in tc.serial(N):
+        A.at(i.index()).store(X.at(i.index()).load())
+        B.at(i.index()).store(X.at(i.index()).load())
+    for j in tc.serial(N):
+        B.at(j.index()).store(A.at(j.index()).load())
+
+
+CASES_OF = {"fission": (siblings, {"N": 5}), "merge": (siblings, {"N": 5})}
+
+
+def kernel_of(op: str = "") -> Any:
+    return CASES_OF.get(op, (KERNEL, SIZES))[0]
+
+
+def fresh(op: str = "") -> Schedule:
+    kernel, sizes = CASES_OF.get(op, (KERNEL, SIZES))
+    return tc.schedule(kernel, **sizes)
 
 
 def wrong_values(kind: A.Kind, good: Any) -> list[tuple[Any, bool]]:
@@ -64,6 +86,8 @@ def wrong_values(kind: A.Kind, good: Any) -> list[tuple[Any, bool]]:
         return [("", True), (3, True)]
     if isinstance(kind, A.BufferName):
         return [(3, True), ("no-such-buffer", False)]
+    if isinstance(kind, A.StatementName):
+        return [(3, True), (["A"], True), ("no-such-statement", False)]
     assert isinstance(kind, A.ListOf), f"no wrong values for kind {kind!r}: add them here"
     out: list[tuple[Any, bool]] = [("x", True), ({"a": 1}, True), (list(range(1, kind.min_len)), True)]
     if good is not None:
@@ -92,7 +116,7 @@ def test_every_op_is_declared_and_has_a_good_call():
         assert decl.name == name and decl.params, name
         assert all(isinstance(q.kind, A.Kind) for q in decl.params)
         assert set(GOOD[name]) >= {q.name for q in decl.recorded if q.required}
-        handles = fresh().apply(name, **GOOD[name])
+        handles = fresh(name).apply(name, **GOOD[name])
         assert isinstance(handles, tuple)
 
 
@@ -124,7 +148,7 @@ def test_schedule_methods_are_real_attributes():
 
 @pytest.mark.parametrize("op,param,bad,structural", CASES, ids=[f"{c[0]}.{c[1]}={c[2]!r}" for c in CASES])
 def test_a_wrong_argument_is_a_schedule_error_naming_op_parameter_kind_and_value(op, param, bad, structural):
-    s = fresh()
+    s = fresh(op)
     with pytest.raises(ScheduleError) as info:
         s.apply(op, **{**GOOD[op], param: bad})
     message = info.value.message
@@ -138,27 +162,27 @@ def test_a_wrong_argument_is_a_schedule_error_naming_op_parameter_kind_and_value
 
 @pytest.mark.parametrize("op,param,bad,structural", CASES, ids=[f"{c[0]}.{c[1]}={c[2]!r}" for c in CASES])
 def test_a_schedule_file_with_a_wrong_argument_is_refused(op, param, bad, structural):
-    s = fresh()
+    s = fresh(op)
     s.apply(op, **GOOD[op])
     data = json.loads(s.to_json())
     data["history"][0][1][param] = bad
     assert matches(bad, op_schema(OPS[op])["properties"][param]) != structural
     with pytest.raises(SerializationError) as info:
-        Schedule.from_json(json.dumps(data), KERNEL)
+        Schedule.from_json(json.dumps(data), kernel_of(op))
     expected = f"history entry 0: {op} argument {param!r}" if structural else f"history entry 0 ({op}) does not replay"
     assert expected in info.value.message, info.value.message
 
 
 @pytest.mark.parametrize("op", sorted(OPS))
 def test_each_op_round_trips_through_json(op):
-    s = fresh()
+    s = fresh(op)
     s.apply(op, **GOOD[op])
     data = json.loads(s.to_json())
     assert data["history"] == [[op, GOOD[op]]]
     for [name, args] in data["history"]:
         assert matches(args, {"type": "object"}) and all(
             matches(v, op_schema(OPS[name])["properties"][k]) for k, v in args.items())
-    back = Schedule.from_json(s.to_json(), KERNEL)
+    back = Schedule.from_json(s.to_json(), kernel_of(op))
     assert back.history == s.history and tc.digest(back.program) == tc.digest(s.program)
 
 

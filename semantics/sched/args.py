@@ -28,7 +28,7 @@ from .. import ir
 from .. import loopir as L
 from ..index import evaluate, free_vars, size_names
 from ..jsondata import INT64
-from .base import ScheduleError, buffer_names, find_loops
+from .base import ScheduleError, buffer_names, find_loops, named_positions, statement_names
 
 
 def show(value: Any, limit: int = 60) -> str:
@@ -211,13 +211,14 @@ class Enum(Kind):
 
 class LoopName(Kind):
     """The name of a loop of the program. ``inside``: another parameter, whose loop this one is meant to
-    lie directly inside; ``nesting``: this loop is meant to have a loop directly inside it (strategies
-    draw such loops half of the time; the op checks the nesting)."""
+    lie directly inside; ``follows``: another parameter, whose loop this one is meant to follow in one
+    block; ``nesting``: this loop is meant to have a loop directly inside it (strategies draw such loops
+    half of the time; the op checks the nesting and the order)."""
 
     expected, plural, annotation = "a loop name", "loop names", str
 
-    def __init__(self, inside: Opt[str] = None, nesting: bool = False) -> None:
-        self.inside, self.nesting = inside, nesting
+    def __init__(self, inside: Opt[str] = None, nesting: bool = False, follows: Opt[str] = None) -> None:
+        self.inside, self.nesting, self.follows = inside, nesting, follows
 
     def schema(self) -> dict[str, Any]:
         return {"type": "string"}
@@ -237,6 +238,8 @@ class LoopName(Kind):
         if self.inside:
             outer = find_loops(draw.program.body, draw.args.get(self.inside))
             preferred = [st.name for lp in outer[:1] for st in lp.body.ops if isinstance(st, L.Loop)]
+        elif self.follows:
+            preferred = _loops_after(draw.program.body, draw.args.get(self.follows))
         else:
             preferred = [lp.name for lp in L.loops(draw.program.body) if self.nesting and
                          any(isinstance(st, L.Loop) for st in lp.body.ops)]
@@ -258,6 +261,49 @@ class LoopName(Kind):
             return None
         return st.sampled_from(chains).flatmap(lambda c: st.integers(0, len(c) - length).flatmap(
             lambda i: st.permutations(c[i:i + length])))
+
+
+def _loops_after(block: Any, name: Any) -> list[str]:
+    """The loops that follow the loop ``name`` in the block holding it."""
+    for b in [block] + [st.body for st in ir.walk(block) if isinstance(st, (L.Loop, L.If))]:
+        at = [k for k, op in enumerate(b.ops) if isinstance(op, L.Loop) and op.name == name]
+        if at:
+            return [op.name for op in b.ops[at[0] + 1:] if isinstance(op, L.Loop)]
+    return []
+
+
+class StatementName(Kind):
+    """The name of a statement directly in the body of the loop parameter ``inside`` names, as ``s.show()``
+    prints it: a loop's name, or the buffer a store or update writes (a guard answers to the names of
+    what it holds). ``base.statement_names`` says which names a statement answers to."""
+
+    expected, plural, annotation = "a statement name (a loop, or a buffer a statement stores to)", \
+        "statement names", str
+
+    def __init__(self, inside: str) -> None:
+        self.inside = inside
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "string"}
+
+    def _names(self, program: ir.Program, loop: Any) -> list[str]:
+        found = find_loops(program.body, loop) if isinstance(loop, str) else []
+        return sorted(set().union(*(statement_names(st) for st in found[0].body.ops))) if len(found) == 1 else []
+
+    def hint(self, site: Site) -> str:
+        names = self._names(site.program, site.args.get(self.inside))
+        return f"statements directly in {site.args.get(self.inside)!r} answer to: {', '.join(names) or 'none'}"
+
+    def check(self, value: Any, site: Site) -> Any:
+        found = find_loops(site.program.body, site.args.get(self.inside))
+        if len(found) == 1 and not named_positions(found[0].body, value):
+            raise site.error(self, value, f"no statement directly in loop {found[0].name!r} answers to {value!r}")
+        return value
+
+    def strategy(self, draw: Draw) -> Any:
+        names = self._names(draw.program, draw.args.get(self.inside)) or sorted(
+            {n for st in ir.walk(draw.program.body) for n in statement_names(st)})
+        return _st().sampled_from(names) if names else None
 
 
 class NewLoopName(Kind):

@@ -91,6 +91,35 @@ def fresh_name(p: ir.Program, base: str, taken: set[str] | None = None) -> str:
     return f"{base}{k}"
 
 
+def statement_names(st: Any) -> set[str]:
+    """The names a statement answers to, as ``s.show()`` prints them: a loop its name, a store or update
+    the buffer it writes, a guard the names of what it holds (a declaration or barrier none)."""
+    if isinstance(st, L.Loop):
+        return {st.name}
+    if isinstance(st, (L.Assign, L.Accum)):
+        return {st.buf}
+    if isinstance(st, L.If):
+        return set().union(*(statement_names(inner) for inner in st.body.ops))
+    return set()
+
+
+def named_positions(block: ir.Block, name: str) -> list[int]:
+    """The positions of the statements directly in ``block`` that answer to ``name`` (``statement_names``)."""
+    return [k for k, st in enumerate(block.ops) if name in statement_names(st)]
+
+
+def touched(st: Any) -> set[str]:
+    """The buffer names statement ``st`` (with everything nested in it) declares, loads, stores or updates."""
+    names: set[str] = set()
+    for node in ir.walk(ir.Block((), (st,))):
+        if isinstance(node, L.Decl):
+            names.add(node.buf.name)
+        elif isinstance(node, (L.Assign, L.Accum)):
+            names.add(node.buf)
+            names.update(ld.buf for ld in L.loads(node.value))
+    return names
+
+
 # ----------------------------------------------------------------------------- arguments and diagnostics
 def names_arg(value: Any, what: str, op: str) -> tuple[str, ...]:
     """``value`` as a non-empty tuple of distinct loop names (a list or tuple of str)."""
