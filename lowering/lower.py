@@ -229,7 +229,7 @@ class Lowerer:
         storage = "stack" if constant and size * dtype_of(b.dtype).itemsize <= STACK_LIMIT else "heap"
         for _, allocated in self.threads:
             allocated.add(b.name)
-        return Alloc(b.name, b.dtype, b.shape, b.scope, storage, *self.instance())
+        return Alloc(b.name, b.dtype, b.shape, b.scope, storage, *self.instance(), b.layout)
 
     def store(self, st) -> Store:
         sid, origin = self.instance()

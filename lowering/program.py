@@ -12,7 +12,9 @@ says *how*, in terms any imperative backend renders directly:
 - ``Seq``: a labelled group of statements (one copy of an unrolled loop body).
 - ``Alloc``: a zero-initialised buffer living from this statement to the end of the
   enclosing body, on the ``stack`` or the ``heap``; its ``scope`` is the memory scope of
-  the declaration. Every thread that executes the statement gets its own copy.
+  the declaration, its ``layout`` the declaration's (None: row-major; a ``Swizzle``: the
+  backends store every access at its physical offset). Every thread that executes the
+  statement gets its own copy.
 - ``Store``: ``buf[index] = value`` or ``buf[index] op= value`` (``accum``, under the
   scheduled update's reduction ``policy``). ``atomic``: concurrent updates of one cell are
   possible and must be serialised.
@@ -35,6 +37,7 @@ from typing import Iterator, Optional, Union
 from tilecert.semantics.errors import NOWHERE, Loc, TilecertError
 from tilecert.semantics.index import IExpr
 from tilecert.semantics.ir import TensorDecl
+from tilecert.semantics.layout import Swizzle
 from tilecert.semantics.loopir import SExpr
 
 MODES = ("serial", "threads", "simd")
@@ -78,6 +81,7 @@ class Alloc:
     storage: str
     sid: int
     origin: tuple[tuple[int, IExpr], ...]
+    layout: Optional[Swizzle] = None
 
 
 @dataclass(frozen=True)
@@ -143,7 +147,8 @@ def format_lowered(lp: Lowered) -> str:
                 emit(node.body, depth)
             elif isinstance(node, Alloc):
                 shape = ", ".join(map(str, node.shape))
-                lines.append(f"{pad}alloc {node.scope} {node.buf}: {node.dtype}[{shape}] on {node.storage}")
+                layout = "" if node.layout is None else f" {node.layout}"
+                lines.append(f"{pad}alloc {node.scope} {node.buf}: {node.dtype}[{shape}]{layout} on {node.storage}")
             elif isinstance(node, Store):
                 idx = ", ".join(map(str, node.index))
                 op = f"{node.accum}=" if node.accum else "="
