@@ -16,8 +16,8 @@ What the pass decides, statement by statement:
   this lowering accepts; with ``threads=True`` (a backend that runs the participants as
   threads, CUDA) barriers inside them are kept and they count as ``threads`` loops for atomics;
 - buffers: each ``Decl`` becomes an ``Alloc`` (zero-initialised, alive to the end of the
-  enclosing body, so private to every thread that runs it): on the stack when its shape is
-  constant and small, else on the heap;
+  enclosing body, so private to every thread that runs it; with the declaration's layout): on
+  the stack when its shape is constant and small, else on the heap;
 - ``Accum`` under a ``threads`` loop whose kind is not ``parallel`` into a buffer allocated
   outside that loop is marked ``atomic``.
 

@@ -15,7 +15,9 @@ from tilecert.backends.c.emit import Emitter
 from tilecert.backends.cuda import cases, nvcc_check
 from tilecert.checker.check import check_program
 from tilecert.checker.obligations import layout as layout_obligation
-from tilecert.lowering.program import LoweringError
+from tilecert.lowering.loop_form import loop_form
+from tilecert.lowering.lower import lower
+from tilecert.lowering.program import Alloc, LoweringError, format_lowered, walk
 from tilecert.semantics import ir, serialize
 from tilecert.semantics import loopir as L
 from tilecert.semantics.bindings import Target
@@ -347,3 +349,18 @@ def test_a_swizzled_shared_transpose_on_the_cuda_host_emulation_matches_the_inte
 def test_nvcc_compiles_the_swizzled_shared_transpose(kind):
     ptx = nvcc_check(tc.emit(shared_transpose(Swizzle(kind)), target="cuda", allow_unproved=True))
     assert ".entry tc_k0_" in ptx and "xor.b" in ptx
+
+
+def test_the_lowered_program_and_its_loop_form_read_back_keep_the_layout():
+    p = local_transpose(Swizzle("b128"))
+    lp = lower(p, {"M": 10, "N": 7})
+    [alloc] = [n for n in walk(lp.body) if isinstance(n, Alloc)]
+    assert alloc.layout == Swizzle("b128") and "alloc local t: f32[4, 8] swizzle(b128) on stack" in format_lowered(lp)
+    [decl] = [d for d in ir.walk(loop_form(lp).program.body) if isinstance(d, L.Decl)]
+    assert decl.buf.layout == Swizzle("b128")
+
+
+def test_the_swizzled_shared_transpose_is_thread_sanitizer_clean():
+    args, want = transpose_inputs()
+    got = compile_unproved(shared_transpose(Swizzle("b128")), target="cuda-host", sanitize=True)(**args)
+    assert np.array_equal(got["B"], want)

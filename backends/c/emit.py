@@ -27,6 +27,7 @@ prefix, a number and the DSL name reduced to ``[A-Za-z0-9_]``) and every comment
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 from tilecert.lowering.program import Alloc, For, Guard, Lowered, LoweringError, Node, Seq, Store, Sync, walk
 from tilecert.semantics import loopir as L
@@ -58,6 +59,12 @@ def _float_literal(value: float, dtype: str) -> str:
     return f"((_Float16)(double){text})" if dtype == "f16" else f"(({C_TYPES[dtype]}){text})"
 
 
+def _c_operator(symbol: str) -> Callable[["CInt", "CInt | int"], "CInt"]:
+    def apply(self: "CInt", other: "CInt | int") -> "CInt":
+        return CInt(f"({self.text} {symbol} {other.text if isinstance(other, CInt) else int(other)})")
+    return apply
+
+
 class CInt:
     """The C text of an ``int64_t`` expression, combined by Python's operators (so the layout maps of
     ``semantics.layout``, written once over such operands, render as C); an int operand is a literal."""
@@ -65,29 +72,9 @@ class CInt:
     def __init__(self, text: str) -> None:
         self.text = text
 
-    def _op(self, symbol: str, other: "CInt | int") -> "CInt":
-        return CInt(f"({self.text} {symbol} {other.text if isinstance(other, CInt) else int(other)})")
-
-    def __xor__(self, other: "CInt | int") -> "CInt":
-        return self._op("^", other)
-
-    def __and__(self, other: "CInt | int") -> "CInt":
-        return self._op("&", other)
-
-    def __or__(self, other: "CInt | int") -> "CInt":
-        return self._op("|", other)
-
-    def __rshift__(self, other: "CInt | int") -> "CInt":
-        return self._op(">>", other)
-
-    def __lshift__(self, other: "CInt | int") -> "CInt":
-        return self._op("<<", other)
-
-    def __add__(self, other: "CInt | int") -> "CInt":
-        return self._op("+", other)
-
-    def __mul__(self, other: "CInt | int") -> "CInt":
-        return self._op("*", other)
+    __xor__, __and__, __or__ = _c_operator("^"), _c_operator("&"), _c_operator("|")
+    __rshift__, __lshift__ = _c_operator(">>"), _c_operator("<<")
+    __add__, __mul__ = _c_operator("+"), _c_operator("*")
 
 
 class Emitter:
