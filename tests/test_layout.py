@@ -298,11 +298,12 @@ def test_c_renders_the_swizzle_and_matches_the_interpreter_bitwise(kind):
     assert report.matched and all(t.outcome == "match" for t in report.trials), str(report)
 
 
-def test_a_padded_column_carries_data_under_a_swizzle():
-    # 8 of 8 columns written: the swizzle moves data into slots past the 4 the rows use row-major
-    p = local_transpose(Swizzle("elem"), load_cols=8)
+def test_under_a_swizzle_padded_slots_hold_data_and_writing_the_padding_clobbers_nothing():
+    assert sorted(Swizzle("elem").column(5, c, 8, 4) for c in range(T)) == [4, 5, 6, 7]  # row 5: all in the padding
+    p = local_transpose(Swizzle("elem"), load_cols=8)  # every column of t written, the padded ones too
     args, want = transpose_inputs()
-    assert np.array_equal(tc.compile(p, target="c")(**args)["B"], tc.run(p, **args)["B"])
+    got = tc.compile(p, target="c")(**args)
+    assert np.array_equal(got["B"], want) and got["B"].tobytes() == tc.run(p, **args)["B"].tobytes()
 
 
 def test_swizzling_the_writes_but_not_the_reads_is_caught_by_the_differential(monkeypatch):
