@@ -1,7 +1,8 @@
 """``check``: discharge every obligation of a program, a transform, or a whole schedule.
 
 - a program (a kernel, a tile program, or a loop-form program): ``noninterference``,
-  ``reduction_policy``, ``barrier_uniform``, ``bounds``, ``containment``, ``hardware_limits``;
+  ``reduction_policy``, ``barrier_uniform``, ``bounds``, ``layout`` (where it declares a buffer with
+  a layout), ``containment``, ``hardware_limits``;
 - a transform ``(before, after, tau)``: ``coverage``, ``prefix_cut``, ``dependence`` between
   the two, and the program obligations of ``after`` (``containment`` and ``hardware_limits``
   only when it is final: an intermediate program need not fit the machine yet);
@@ -37,7 +38,7 @@ from . import forwarding, replay as replays
 from .correspondence import Correspondence, correspond
 from .errors import CheckerError
 from .model import Model
-from .obligations import (barrier_uniform, bounds, containment, coverage, dependence, hardware_limits,
+from .obligations import (barrier_uniform, bounds, containment, coverage, dependence, hardware_limits, layout,
                           noninterference, prefix_cut, reduction_policy)
 from .solve import DEFAULT_TIMEOUT_MS
 from tilecert.semantics.bindings import DEFAULT_TARGET, Target
@@ -45,7 +46,7 @@ from .verdict import DISPROVED, Report, Result, Verdict, unknown, with_origin, w
 
 DISCHARGED = frozenset({Kind.COVERAGE, Kind.PREFIX_CUT, Kind.DEPENDENCE, Kind.DATAMAP, Kind.NONINTERFERENCE,
                         Kind.REDUCTION_POLICY, Kind.BARRIER_UNIFORM, Kind.BOUNDS, Kind.CONTAINMENT,
-                        Kind.HARDWARE_LIMITS, Kind.ZERO_FRINGE})
+                        Kind.HARDWARE_LIMITS, Kind.ZERO_FRINGE, Kind.LAYOUT})
 """The obligation kinds this checker decides; a stated kind outside it is reported unknown."""
 
 
@@ -215,12 +216,14 @@ def _program_report(m: Model, subject: str, final: bool, target: Target, timeout
         (Kind.BOUNDS, bounds,
          lambda: bounds.check(m, timeout_ms, c.kept) if reuse(Kind.BOUNDS) else bounds.check(m, timeout_ms)),
     ]
+    if any(s.kind == "decl" and s.node.buf.layout is not None for s in m.statements):
+        checks.append((Kind.LAYOUT, layout, lambda: layout.check(m, timeout_ms)))
     if final:
         checks += [(Kind.CONTAINMENT, containment, lambda: containment.check(m, target)),
                    (Kind.HARDWARE_LIMITS, hardware_limits, lambda: hardware_limits.check(m, target, timeout_ms))]
     report = Report()
     for kind, module, run in checks:
-        replayable = kind not in (Kind.CONTAINMENT, Kind.HARDWARE_LIMITS)
+        replayable = kind not in (Kind.CONTAINMENT, Kind.HARDWARE_LIMITS, Kind.LAYOUT)
         report.results.append(discharge(kind, subject, module.FORMULA, listed, run if not m.problems else
                                       (lambda: _ill_formed(m)), again if replayable else None, m.sizes))
     return report

@@ -7,7 +7,8 @@ The rendering is one node for one node, and means what the backends emit:
   as in C; a loop the lowering kept as it was reads back as the scheduled loop itself;
 - ``Guard(cond)`` is ``If(cond)``; ``Seq`` (a braced block) is ``If(1)``, whose body is a
   scope of its own for the buffers it allocates;
-- ``Alloc`` is ``Decl`` (zero-initialised, as the backends allocate it), ``Sync`` is ``Barrier``;
+- ``Alloc`` is ``Decl`` (zero-initialised, as the backends allocate it; with its layout), ``Sync`` is
+  ``Barrier``;
 - ``Store`` is ``Assign``, or ``Accum`` with its reducer and the scheduled statement's policy.
 
 ``LoopForm.source`` maps each rendered leaf (by identity) back to the lowered node it renders,
@@ -77,7 +78,7 @@ def _node(n: Node, source: dict[int, Node]) -> Any:
     if isinstance(n, Seq):
         return L.If(IConst(1), _block(n.body, source))
     if isinstance(n, Alloc):
-        leaf: Any = L.Decl(L.Buffer(n.buf, n.dtype, n.shape, n.scope))
+        leaf: Any = L.Decl(L.Buffer(n.buf, n.dtype, n.shape, n.scope, n.layout))
     elif isinstance(n, Store):
         leaf = L.Assign(n.buf, n.index, n.value, n.loc) if n.accum is None else \
             L.Accum(n.buf, n.index, n.accum, n.value, n.policy, n.loc)

@@ -16,9 +16,10 @@ What the pass decides, statement by statement:
   this lowering accepts; with ``threads=True`` (a backend that runs the participants as
   threads, CUDA) barriers inside them are kept and they count as ``threads`` loops for atomics;
 - buffers: each ``Decl`` becomes an ``Alloc`` (zero-initialised, alive to the end of the
-  enclosing body, so private to every thread that runs it): on the stack when its shape is
-  constant and small, else on the heap; ``zeroed=False`` when ``fill.written_first`` proves
-  every cell written before it is read (without ``threads``: the CUDA emitter fills every buffer);
+  enclosing body, so private to every thread that runs it; with the declaration's layout): on
+  the stack when its shape is constant and small, else on the heap; ``zeroed=False`` when
+  ``fill.written_first`` proves every cell written before it is read (without ``threads``: the
+  CUDA emitter fills every buffer);
 - ``Accum`` under a ``threads`` loop whose kind is not ``parallel`` into a buffer allocated
   outside that loop is marked ``atomic``;
 - packs: the hoisted constant packs that start the program (``lowering.packs``, a
@@ -248,7 +249,8 @@ class Lowerer:
         for _, allocated in self.threads:
             allocated.add(b.name)
         sid, origin = self.instance()
-        return Alloc(b.name, b.dtype, b.shape, b.scope, storage, sid, origin, sid not in self.unfilled)
+        return Alloc(b.name, b.dtype, b.shape, b.scope, storage, sid, origin, zeroed=sid not in self.unfilled,
+                     layout=b.layout)
 
     def store(self, st) -> Store:
         sid, origin = self.instance()

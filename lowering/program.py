@@ -12,9 +12,11 @@ says *how*, in terms any imperative backend renders directly:
 - ``Seq``: a labelled group of statements (one copy of an unrolled loop body).
 - ``Alloc``: a zero-initialised buffer living from this statement to the end of the
   enclosing body, on the ``stack`` or the ``heap``; its ``scope`` is the memory scope of
-  the declaration. Every thread that executes the statement gets its own copy. ``zeroed``
-  is False when the fill is proved unobservable (``lowering.fill``: every cell is written
-  before it is read), and a backend may then leave the buffer uninitialised.
+  the declaration, its ``layout`` the declaration's (None: row-major; a ``Swizzle``: the
+  backends store every access at its physical offset). Every thread that executes the
+  statement gets its own copy. ``zeroed`` is False when the fill is proved unobservable
+  (``lowering.fill``: every cell is written before it is read), and a backend may then leave
+  the buffer uninitialised.
 - ``Store``: ``buf[index] = value`` or ``buf[index] op= value`` (``accum``, under the
   scheduled update's reduction ``policy``). ``atomic``: concurrent updates of one cell are
   possible and must be serialised.
@@ -41,6 +43,7 @@ from typing import Iterator, Optional, Union
 from tilecert.semantics.errors import NOWHERE, Loc, TilecertError
 from tilecert.semantics.index import IExpr
 from tilecert.semantics.ir import TensorDecl
+from tilecert.semantics.layout import Swizzle
 from tilecert.semantics.loopir import SExpr
 
 MODES = ("serial", "threads", "simd")
@@ -85,6 +88,7 @@ class Alloc:
     sid: int
     origin: tuple[tuple[int, IExpr], ...]
     zeroed: bool = True
+    layout: Optional[Swizzle] = None
 
 
 @dataclass(frozen=True)
@@ -170,7 +174,8 @@ def format_lowered(lp: Lowered) -> str:
                 shape = ", ".join(map(str, node.shape))
                 where = "hoisted pack" if node.buf in packs else f"on {node.storage}"
                 fill = "" if node.zeroed else " (no fill: written before read)"
-                lines.append(f"{pad}alloc {node.scope} {node.buf}: {node.dtype}[{shape}] {where}{fill}")
+                layout = "" if node.layout is None else f" {node.layout}"
+                lines.append(f"{pad}alloc {node.scope} {node.buf}: {node.dtype}[{shape}]{layout} {where}{fill}")
             elif isinstance(node, Store):
                 idx = ", ".join(map(str, node.index))
                 op = f"{node.accum}=" if node.accum else "="

@@ -9,7 +9,8 @@ statements. A loop-form program is an ordinary ``Program`` whose body holds thes
   optional hardware or rendering choice (grid<slot>, block<slot>, warp, lane, vector,
   unrolled, core, serial). ``name`` is the stable, readable handle schedule ops use.
 - ``If``: a guard on a quasi-affine index condition.
-- ``Decl``: a buffer allocation (one per instance of the nearest enclosing parallel loop).
+- ``Decl``: a buffer allocation (one per instance of the nearest enclosing parallel loop), of a
+  ``Buffer`` stored row-major or in a swizzled layout (``semantics.layout``).
 - ``Assign``: ``buf[index] = value``; ``Accum``: ``buf[index] = buf[index] <op> value`` under a
   reduction order policy (what reorderings of the updates are admitted).
 - ``Barrier``: synchronisation of the participants of a scope (block or warp).
@@ -26,6 +27,7 @@ from .index import IConst, IExpr
 from .bindings import SCOPES
 from .bindings import scope_of as binding_kind  # noqa: F401  (a binding without its slot)
 from .ir import Block, Program, Scalar
+from .layout import Swizzle
 
 LOOP_KINDS = ("parallel", "serial", "reduce", "pipeline")
 BINDING_KINDS = SCOPES + ("unrolled", "serial")
@@ -89,10 +91,14 @@ SExpr = Union[Ld, Lit, Ix, Un, Bin, Sel, Cvt]
 # ----------------------------------------------------------------------------- statements
 @dataclass(frozen=True)
 class Buffer:
+    """A buffer: its shape is the declared (possibly padded) one; ``layout`` None is row-major storage, a
+    ``Swizzle`` a permutation of each row (``semantics.layout``; values are read and written by logical index)."""
+
     name: str
     dtype: str
     shape: tuple[IExpr, ...]
     scope: str = "local"
+    layout: Optional[Swizzle] = None
 
 
 @dataclass(frozen=True)

@@ -140,7 +140,8 @@ def _leaf_text(st, pad: str, ix: IndexText) -> str:
     """A statement that is no loop or ``if`` as one line (without its indentation's children)."""
     if isinstance(st, L.Decl):
         b = st.buf
-        return f"{pad}{b.scope} {b.name}: {b.dtype}[{', '.join(ix(x) for x in b.shape)}]"
+        layout = "" if b.layout is None else f" {b.layout}"
+        return f"{pad}{b.scope} {b.name}: {b.dtype}[{', '.join(ix(x) for x in b.shape)}]{layout}"
     if isinstance(st, L.Assign):
         return f"{pad}{st.buf}[{', '.join(ix(i) for i in st.index)}] = {sexpr(st.value, ix)}"
     if isinstance(st, L.Accum):

@@ -13,7 +13,7 @@ import json
 import typing
 from typing import Any, Union
 
-from . import index, ir, loopir
+from . import index, ir, layout, loopir
 from .errors import Loc, SerializationError
 from .dtypes import DTYPES
 from .index import INDEX_OPS
@@ -28,7 +28,7 @@ _CLASSES: dict[str, type] = {
         ir.Mma, ir.Reshape, ir.ViewLoad, ir.ViewStore, ir.Alloc, ir.MemStore, ir.MemLoad, ir.Stage,
         ir.Parallel, ir.Serial, ir.Pipeline, ir.Reduce, ir.TensorDecl, ir.Program,
         loopir.Ld, loopir.Lit, loopir.Ix, loopir.Un, loopir.Bin, loopir.Sel, loopir.Cvt, loopir.Buffer,
-        loopir.Decl, loopir.Assign, loopir.Accum, loopir.Barrier, loopir.If, loopir.Loop,
+        loopir.Decl, loopir.Assign, loopir.Accum, loopir.Barrier, loopir.If, loopir.Loop, layout.Swizzle,
     )
 }
 
@@ -53,7 +53,7 @@ _FIELD_OVERRIDES = {("Block", "ops"): tuple[Union[ir.Op, loopir.Stmt], ...]}
 _ENUMS: dict[tuple[str, str], Any] = {
     ("*", "dtype"): DTYPES, ("*", "bounds"): ir.BOUNDS, ("*", "policy"): ir.POLICIES,
     ("Unary", "fn"): UNARY, ("Un", "fn"): UNARY, ("Binary", "fn"): BINARY, ("Bin", "fn"): BINARY,
-    ("IBin", "op"): INDEX_OPS, ("Loop", "kind"): loopir.LOOP_KINDS,
+    ("IBin", "op"): INDEX_OPS, ("Loop", "kind"): loopir.LOOP_KINDS, ("Swizzle", "kind"): layout.SWIZZLES,
 }
 
 

@@ -62,6 +62,7 @@ class Kind(StrEnum):
     BOUNDS = "bounds"
     CONTAINMENT = "containment"
     HARDWARE_LIMITS = "hardware_limits"
+    LAYOUT = "layout"
     PIPELINE_SCHEDULE = "pipeline_schedule"
     VERSIONS = "versions"
     RELEASE = "release"

@@ -22,6 +22,11 @@ lowering proved every cell written before it is read), either one aligned to ``A
 heap buffer is rounded up inside an allocation ``ALIGN`` bytes longer); an atomic update is an
 ``omp critical`` section.
 
+A buffer declared with a layout (``semantics.layout``) is accessed at its physical offset
+(``layout.physical_offset``, rendered over ``CInt`` operands): the row-major offset over the
+declared (padded) shape with the minor coordinate replaced by the physical column; a layout the
+buffer does not admit (``Swizzle.requirements``) is refused.
+
 Identifiers never come from user text unchecked: every C name is ``text.c_ident`` (a fixed
 prefix, a number and the DSL name reduced to ``[A-Za-z0-9_]``) and every comment is
 ``text.c_comment`` (escaped to one ASCII line that cannot close the comment).
@@ -29,12 +34,14 @@ prefix, a number and the DSL name reduced to ``[A-Za-z0-9_]``) and every comment
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 from tilecert.lowering.program import Alloc, For, Guard, Lowered, LoweringError, Node, Pack, Seq, Store, Sync, walk
 from tilecert.semantics import loopir as L
 from tilecert.semantics.bindings import DEFAULT_TARGET, Target
 from tilecert.semantics.dtypes import dtype_of
 from tilecert.semantics.index import IBin, IConst, IExpr, INot, ISize, IVar, free_vars
+from tilecert.semantics.layout import Swizzle, physical_offset
 
 from ..text import c_comment, c_ident
 from .prelude import INT_TYPES, prelude
@@ -62,6 +69,24 @@ def _float_literal(value: float, dtype: str) -> str:
     return f"((_Float16)(double){text})" if dtype == "f16" else f"(({C_TYPES[dtype]}){text})"
 
 
+def _c_operator(symbol: str) -> Callable[["CInt", "CInt | int"], "CInt"]:
+    def apply(self: "CInt", other: "CInt | int") -> "CInt":
+        return CInt(f"({self.text} {symbol} {other.text if isinstance(other, CInt) else int(other)})")
+    return apply
+
+
+class CInt:
+    """The C text of an ``int64_t`` expression, combined by Python's operators (so the layout maps of
+    ``semantics.layout``, written once over such operands, render as C); an int operand is a literal."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    __xor__, __and__, __or__ = _c_operator("^"), _c_operator("&"), _c_operator("|")
+    __rshift__, __lshift__ = _c_operator(">>"), _c_operator("<<")
+    __add__, __mul__ = _c_operator("+"), _c_operator("*")
+
+
 class Emitter:
     def __init__(self, lp: Lowered, target: Target = DEFAULT_TARGET) -> None:
         self.lp = lp
@@ -70,6 +95,7 @@ class Emitter:
         self.names: dict[str, str] = {}
         self.dtypes: dict[str, str] = {}
         self.shapes: dict[str, tuple[IExpr, ...]] = {}
+        self.layouts: dict[str, Swizzle] = {}
         self.sizes = {s: c_ident("S", s, k) for k, s in enumerate(lp.sizes)}
         for k, t in enumerate(lp.tensors):
             self.names[t.name] = c_ident("T", t.name, k)
@@ -108,6 +134,10 @@ class Emitter:
         shape = self.shapes[buf]
         if not index:
             return "0"
+        layout = self.layouts.get(buf)
+        if layout is not None:  # declare() checked that the layout applies: rank >= 2, a constant minor dim
+            return physical_offset(layout, [CInt(self.index(i)) for i in index], [CInt(self.index(n)) for n in shape],
+                                   shape[-1].value, dtype_of(self.dtypes[buf]).itemsize).text
         out = self.index(index[0])
         for i, n in zip(index[1:], shape[1:]):
             out = f"({out} * {self.index(n)} + {self.index(i)})"
@@ -178,6 +208,13 @@ class Emitter:
         self.names[node.buf] = c_ident("b", node.buf, self.counter)
         self.dtypes[node.buf] = node.dtype
         self.shapes[node.buf] = node.shape
+        self.layouts.pop(node.buf, None)
+        if node.layout is not None:
+            why = node.layout.requirements(L.Buffer(node.buf, node.dtype, node.shape, node.scope, node.layout))
+            if why is not None:
+                raise LoweringError(f"buffer {node.buf} cannot be stored in {node.layout}: {why}",
+                                    hint="declare it with a shape the layout admits (semantics.layout)")
+            self.layouts[node.buf] = node.layout
 
     def heap(self, node: Alloc, rest: tuple[Node, ...], depth: int, in_threads: bool, in_simd: bool) -> None:
         self.declare(node)

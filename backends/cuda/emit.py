@@ -20,7 +20,8 @@ compare-and-swap loops. Hoisted constant packs (``Lowered.packs``) are rendered 
 code: a pack's buffer is a zeroed top-level device allocation and its nest runs before the
 kernel proper on every call of the launcher. Element and index arithmetic are the C backend's (its ``Emitter``
 and helper prelude, made ``__host__ __device__``), so results are bit-identical to it where
-the order of operations is. ``f16`` has no device type here (``CudaUnsupported``).
+the order of operations is; so is the physical offset of every access of a swizzled buffer
+(``Emitter.offset``). ``f16`` has no device type here (``CudaUnsupported``).
 
 The source compiles with nvcc, and with g++ against the host emulation header
 (``tc_cuda_emu.h``, which defines ``TC_CUDA_EMULATION`` and ``TC_LAUNCH``).
@@ -254,7 +255,8 @@ class CudaEmitter(Emitter):
     def kernel(self, k: Launch) -> str:
         self.launch = k
         self.shared_bytes = 0
-        scope = (dict(self.names), dict(self.dtypes), dict(self.shapes))  # a kernel's buffers end with it
+        # a kernel's buffers end with it
+        scope = (dict(self.names), dict(self.dtypes), dict(self.shapes), dict(self.layouts))
         saved, self.lines = self.lines, []
         depth = 1
         for node in k.chain:
@@ -273,7 +275,7 @@ class CudaEmitter(Emitter):
         for depth in range(len(k.chain), 0, -1):
             self.emit("}", depth)
         body, self.lines = self.lines, saved
-        self.names, self.dtypes, self.shapes = scope
+        self.names, self.dtypes, self.shapes, self.layouts = scope
         limit = self.target.max_shared_bytes
         if self.shared_bytes > limit:
             raise CudaUnsupported(f"kernel {k.index} of {self.lp.name} needs {self.shared_bytes} bytes of shared memory "
