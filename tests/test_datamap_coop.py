@@ -4,11 +4,12 @@ Hand-built transforms in the two cooperative forms a staged copy takes (``checke
 chunked, ``for lane in [0, W) bound block0 { for c in [0, E/W) { s[W*c + lane] = a[W*c + lane] } }``, and
 lane 0, ``for lane ... { if (lane == 0) { for u { s[u] = a[u] } } }``: each proved and computing what the
 unstaged program computes on the interpreter; a wrong chunk count or coefficient disproved with a witness
-that replays; an unpinned lane loop unknown (and, unguarded, a race noninterference reports).
+that replays (a chunked store-back too); an unpinned lane loop unknown (and, unguarded, a race noninterference reports).
 """
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tilecert.checker import check_transform
 from tilecert.semantics.index import IConst, ibin
@@ -79,16 +80,9 @@ def _disproved(r):
     return d
 
 
-def test_a_chunked_cooperative_load_is_proved():
-    after, load = _chunked()
-    r = _check(after, load)
-    assert _datamap(r).status == "proved", r.explain()
-    assert all(r.status(k) == "proved" for k in TRANSFORM + (Kind.NONINTERFERENCE,)), r.explain()
-    _runs_as_before(after)
-
-
-def test_a_lane0_cooperative_load_is_proved():
-    after, load = _lane0()
+@pytest.mark.parametrize("form", [_chunked, _lane0], ids=["chunked", "lane0"])
+def test_a_cooperative_load_is_proved(form):
+    after, load = form()
     r = _check(after, load)
     assert _datamap(r).status == "proved", r.explain()
     assert all(r.status(k) == "proved" for k in TRANSFORM + (Kind.NONINTERFERENCE,)), r.explain()
@@ -125,3 +119,28 @@ def test_a_lane_loop_bounded_but_not_pinned_by_an_equality_is_unknown():
     after, load = _lane0(cond=ibin("lt", v(2), IConst(1)))
     r = _check(after, load)
     assert _datamap(r).status == "unknown" and not r.ok, r.explain()
+
+
+def _read_write(store_chunks: int = E // W):
+    """``out[i] = out[i] * 2`` through a local tile loaded and stored back in the chunked form (the store-back
+    over ``store_chunks`` chunks)."""
+    double = loop(0, "i", E, assign("out", (v(0),), times(ld("out", v(0)), lit(2))))
+    before = program("coop", (), [tensor("out", (E,))], double)
+    load = assign("s", (add(mul(W, v(3)), v(2)),), ld("out", add(mul(W, v(3)), v(2))))
+    store = assign("out", (add(mul(W, v(5)), v(4)),), ld("s", add(mul(W, v(5)), v(4))))
+    after = program("coop", (), [tensor("out", (E,))], decl("s", (E,)),
+                    loop(2, "lane", W, loop(3, "c", E // W, load)),
+                    loop(0, "i", E, assign("s", (v(0),), times(ld("s", v(0)), lit(2)))),
+                    loop(4, "lane", W, loop(5, "c", store_chunks, store)))
+    return check_transform(before, after, Tau(), None, final=False,
+                                   datamaps=[Copy("s", "out", (9,), (v(9),), Live(load, store))])
+
+
+def test_a_chunked_load_and_store_back_is_proved():
+    r = _read_write()
+    assert _datamap(r).status == "proved" and all(r.status(k) == "proved" for k in TRANSFORM), r.explain()
+
+
+def test_a_store_back_that_skips_a_chunk_is_disproved():
+    r = _read_write(store_chunks=E // W - 1)
+    assert "not stored back" in _disproved(r).witness.summary
