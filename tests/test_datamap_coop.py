@@ -4,7 +4,8 @@ Hand-built transforms in the two cooperative forms a staged copy takes (``checke
 chunked, ``for lane in [0, W) bound block0 { for c in [0, E/W) { s[W*c + lane] = a[W*c + lane] } }``, and
 lane 0, ``for lane ... { if (lane == 0) { for u { s[u] = a[u] } } }``: each proved and computing what the
 unstaged program computes on the interpreter; a wrong chunk count or coefficient disproved with a witness
-that replays (a chunked store-back too); an unpinned lane loop unknown (and, unguarded, a race noninterference reports).
+that replays (a chunked store-back too); an unpinned lane loop unknown (and, unguarded, a race that
+noninterference reports).
 """
 from __future__ import annotations
 
