@@ -16,8 +16,17 @@ coordinates on ``w``'s loops:
     (3) no store to a cell e reads, in between:          not (u writes cell_e(z), HB(z, u), HB(u, r))
 
 ``Copy(f, source, u, cell, live)``: the load ``z: f[u] = source[c]`` and (unless read-only) the
-store-back ``z': source[c'] = f[u]``, each over ``f``'s owner loops and one loop per axis of ``f``; every
-other statement accessing ``f`` is a *user*; ``cell`` reads only ``u`` and ``f``'s owner loops (else unknown).
+store-back ``z': source[c'] = f[u]``, each over ``f``'s owner loops, then loops that index ``f`` by ``[u]``,
+one per axis, or cooperatively: an axis indexed by a combination ``sum_i a_i * v_i`` of loops read as mixed
+radix (in decreasing coefficient order, ``c_i`` = the product of the extents of the loops after ``v_i``, the
+instance of cell ``u`` at ``v_i = (u // c_i) mod n_i``, the most significant digit unreduced), and a loop
+indexing no axis pinned by ``v == k`` in the transfer's guard (a lane-0 nest); anything else is unknown. The
+inverse is not trusted: for every instance ``y`` of a transfer of a cooperative form, of cell ``u(y)``,
+
+    (i) y in D  =>  u(y) in bounds of f,  at(u(y)) = y                   one instance per cell, found by the inverse
+
+and "the instance of cell ``u``" below is ``at(u)`` where it runs and transfers ``u``. Every other statement
+accessing ``f`` is a *user*; ``cell`` reads only ``u`` and ``f``'s owner loops (else unknown).
 For every load instance ``z`` (tile cell ``u``) and the store-back instance ``z'`` of the same allocation
 and ``u``:
 
@@ -75,15 +84,15 @@ from typing import Any, Callable, Optional, Sequence, Union
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
 from tilecert.semantics.dtypes import widens
-from tilecert.semantics.index import IConst, IExpr, IVar, free_vars
+from tilecert.semantics.index import IBin, IConst, IExpr, IVar, conjuncts, free_vars, linear
 from tilecert.semantics.mapper import Mapper, map_loads
 from tilecert.semantics.printer import sexpr
 from tilecert.semantics.transform import Copy, DataMap, Forward, Renamed, Ring, Tau
 
 from .agreement import literal_key
 from .correspondence import Correspondence, correspond
-from .formula import Term, cmp, conj, differ, disj, equal_all, exists, term_of
-from .model import BufferRec, Inst, Model, Stmt, access_guard, domain, in_bounds, index_terms, inst, same_cell
+from .formula import Const, Formula, Term, arith, cmp, conj, differ, disj, equal_all, exists, term_of
+from .model import Access, BufferRec, Inst, Model, Stmt, access_guard, domain, in_bounds, index_terms, inst, same_cell
 from .obligations.common import instance_of, sizes_of
 from .order import Names, happens_before
 from .solve import Case, Outcome, search
@@ -263,10 +272,73 @@ def _forwarding_cases(m: Model, f: BufferRec, w: Stmt, s: Stmt, fresh: Names) ->
 
 # ----------------------------------------------------------------------------- copies
 @dataclass(frozen=True)
+class Transfer:
+    """A load or store-back ``s`` of tile ``f`` as a map from its loops past ``f``'s owner loops onto tile
+    cells, and its inverse: loop ``v`` of ``digits`` (``(v, axis, radix, modulus)``) is the digit
+    ``(u[axis] // radix) mod modulus`` of cell ``u`` (unreduced for the most significant digit, ``modulus``
+    None), loop ``v`` of ``pins`` (``(v, value)``) is pinned to ``value`` by an equality of ``s``'s guard.
+    ``access`` is ``s``'s access of ``f``; ``identity`` when ``s`` indexes ``f`` by ``[u]``, one loop per axis."""
+
+    stmt: Stmt
+    access: Access
+    digits: tuple[tuple[int, int, int, Optional[int]], ...]
+    pins: tuple[tuple[int, int], ...]
+    identity: bool
+
+
+def _transfer(s: Stmt, f: BufferRec) -> Optional[Transfer]:
+    """``s`` as a ``Transfer`` of ``f``, or None when it is not one: ``s`` lies inside ``f``'s owner loops
+    and each axis of ``f`` is indexed by a combination ``sum_i a_i * v_i`` of the loops past them, each loop
+    in one axis at most, read as mixed radix: in decreasing coefficient order, digit ``v_i`` has radix
+    ``c_i``, the product of the extents of the loops after it (each from 0, of constant extent; the most
+    significant one's extent is free). A loop indexing no axis is pinned by ``v == k`` (``k`` a constant) in
+    ``s``'s guard. The coefficients ``a_i`` are not trusted: ``_transfer_cases`` proves that the inverse
+    gives back each instance."""
+    if not _inside(s, f.owner_loops):
+        return None
+    access = next(a for a in s.accesses if a.buffer is f)
+    loops = s.loops[len(f.owner_loops):]
+    if len(access.index) != len(f.shape):
+        return None
+    if access.index == tuple(IVar(lp.var, 0) for lp in loops):
+        return Transfer(s, access, tuple((lp.var, k, 1, None) for k, lp in enumerate(loops)), (), True)
+    terms: dict[int, tuple[int, int]] = {}  # loop var -> (axis, coefficient)
+    for k, e in enumerate(access.index):
+        for lp in loops:
+            found = linear(e, lp.var)
+            if found is None or (found[0] and lp.var in terms):
+                return None
+            if found[0]:
+                terms[lp.var] = (k, found[0])
+            e = found[1]
+        if e != IConst(0):
+            return None
+    equalities = dict((c.a.region, c.b.value) for g in s.guards for c in conjuncts(g)
+                      if isinstance(c, IBin) and c.op == "eq" and isinstance(c.a, IVar) and c.a.axis == 0
+                      and isinstance(c.b, IConst))
+    pins = tuple((lp.var, equalities[lp.var]) for lp in loops if lp.var not in terms and lp.var in equalities)
+    if len(pins) + len(terms) != len(loops):
+        return None
+    digits = []
+    for k in range(len(f.shape)):
+        axis = sorted((lp for lp in loops if lp.var in terms and terms[lp.var][0] == k),
+                      key=lambda lp: -terms[lp.var][1])
+        radix = 1
+        for i in reversed(range(len(axis))):
+            lp = axis[i]
+            if lp.node.start != IConst(0) or (i and not isinstance(lp.node.extent, IConst)):
+                return None
+            modulus = lp.node.extent.value if i else None
+            digits.append((lp.var, k, radix, modulus))
+            radix *= modulus or 1
+    return Transfer(s, access, tuple(digits), pins, False)
+
+
+@dataclass(frozen=True)
 class Tile:
     """A declared copy ``f`` of ``source``: ``load`` copies ``f[u] = source[c]`` and ``store`` (None when
-    read-only) ``source[c'] = f[u]``, each over ``f``'s owner loops then one loop per axis of ``f`` (``u``,
-    in order); every other statement accessing ``f`` is a *user*."""
+    read-only) ``source[c'] = f[u]``, each a ``Transfer`` (over ``f``'s owner loops, then loops mapped onto
+    tile cells ``u``); every other statement accessing ``f`` is a *user*."""
 
     f: BufferRec
     source: BufferRec
@@ -274,20 +346,25 @@ class Tile:
     load: Stmt
     store: Optional[Stmt]
     users: tuple[Stmt, ...]
+    transfers: tuple[Transfer, ...]
+
+    def transfer(self, s: Stmt) -> Transfer:
+        return next(t for t in self.transfers if t.stmt is s)
 
     def at(self, s: Stmt, x: Inst, u: list[Term]) -> Inst:
-        """The instance of transfer ``s`` (load or store) on the allocation of ``x`` at tile cell ``u``."""
-        n = len(self.f.owner_loops)
-        return Inst(s, {**{v: x.at[v] for v in s.vars[:n]}, **dict(zip(s.vars[n:], u))})
+        """The instance of transfer ``s`` (load or store) on the allocation of ``x`` at tile cell ``u``: the
+        inverse of its map onto tile cells (``ran`` says whether it runs and transfers ``u``)."""
+        t = self.transfer(s)
+        at = {v: x.at[v] for v in s.vars[:len(self.f.owner_loops)]}
+        for v, axis, radix, modulus in t.digits:
+            digit = arith("floordiv", u[axis], Const(radix))
+            at[v] = digit if modulus is None else arith("mod", digit, Const(modulus))
+        return Inst(s, {**at, **{v: Const(value) for v, value in t.pins}})
 
-
-def _is_transfer(s: Stmt, f: BufferRec, tile_index: tuple[IExpr, ...]) -> bool:
-    """``s`` lies inside ``f``'s owner loops and indexes ``f`` by ``tile_index`` = ``[u]``, the loops past
-    them, one per axis of ``f``."""
-    if not _inside(s, f.owner_loops):
-        return False
-    u = tuple(IVar(lp.var, 0) for lp in s.loops[len(f.owner_loops):])
-    return len(u) == len(f.shape) and tile_index == u
+    def ran(self, m: Model, x: Inst, u: list[Term]) -> Formula:
+        """Transfer instance ``x`` (``at(.., u)``) runs and transfers tile cell ``u``."""
+        t = self.transfer(x.stmt)
+        return domain(m, x) if t.identity else conj(domain(m, x), equal_all(index_terms(m, x, t.access), u))
 
 
 def _fill_form(s: Stmt, f: BufferRec, source: str, what: str) -> Optional[Verdict]:
@@ -385,9 +462,10 @@ def tile_from(m: Model, f: BufferRec, d: Copy) -> Union[Tile, Verdict]:
                               or not isinstance(store.node.value, L.Ld)
                               or store.node.value.buf != f.name):
         return _refused(f"the declared store-back of {f.name}, `{store.label()}`, does not copy it to {d.source}")
-    if not _is_transfer(load, f, load.node.index) or (store is not None and not _is_transfer(
-            store, f, store.node.value.index)):
-        return unknown(f"the transfers of {f.name} do not copy one cell per instance over one loop per axis",
+    transfers = tuple(_transfer(s, f) for s in (load, store) if s is not None)
+    if None in transfers:
+        return unknown(f"the transfers of {f.name} do not copy one cell per instance over loops mapped onto its "
+                       "axes (one loop per axis, or a mixed-radix combination, other loops pinned by its guard)",
                        "structure")
     if store is not None and not isinstance(load.node.value, L.Ld):
         return unknown(f"the load of {f.name}, which is stored back, converts or guards what it copies",
@@ -403,7 +481,7 @@ def tile_from(m: Model, f: BufferRec, d: Copy) -> Union[Tile, Verdict]:
     source = load.accesses[0].buffer
     if not _alone(m, f, source):
         return unknown(f"{f.name} or {d.source} is declared twice", "structure")
-    return Tile(f, source, d, load, store, tuple(users))
+    return Tile(f, source, d, load, store, tuple(users), transfers)
 
 
 def restore_copies(m: Model, fresh: list[tuple[BufferRec, Copy]],
@@ -440,9 +518,10 @@ def _tile_cases(m: Model, t: Tile, names: Names) -> list[Case]:
     key = f"tile{t.f.decl.id}"
     read = t.load.accesses[0]
     z = inst(t.load, names.prefix())
-    u = z.coords()[len(t.f.owner_loops):]
+    u = index_terms(m, z, t.transfer(t.load).access)
     declared = _declared_cell(m, t, z)
-    cases = [Case(f"cell{key}", conj(domain(m, z), access_guard(m, z, read)),
+    cases = [case for tr in t.transfers if not tr.identity for case in _transfer_cases(m, t, tr, key, names)]
+    cases += [Case(f"cell{key}", conj(domain(m, z), access_guard(m, z, read)),
                   equal_all(index_terms(m, z, read), declared),
                   about=(f"the load of {t.f.name} reads a cell of {t.source.name} other than the declared one", (z,)))]
     if read.guards:
@@ -450,14 +529,16 @@ def _tile_cases(m: Model, t: Tile, names: Names) -> list[Case]:
     if t.store is not None:
         write = t.store.accesses[-1]
         zs = t.at(t.store, z, u)
-        window = conj(domain(m, z), domain(m, zs))
-        cases += [Case(f"stored{key}", domain(m, z), conj(domain(m, zs), same_cell(m, zs, write, z, read),
+        window = conj(domain(m, z), t.ran(m, zs, u))
+        y = inst(t.store, names.prefix())
+        u_y = index_terms(m, y, t.transfer(t.store).access)
+        cases += [Case(f"stored{key}", domain(m, z), conj(t.ran(m, zs, u), same_cell(m, zs, write, z, read),
                                                           happens_before(m, z, zs, names)),
                        about=(f"a cell of {t.f.name} loaded from {t.source.name} is not stored back to it afterwards",
                               (z,))),
-                  Case(f"loaded{key}", domain(m, zs), domain(m, z),
+                  Case(f"loaded{key}", domain(m, y), t.ran(m, t.at(t.load, y, u_y), u_y),
                        about=(f"a cell of {t.f.name} is stored to {t.source.name} without being loaded from it",
-                              (zs,)))]
+                              (y,)))]
         for s in m.statements:
             for j, a in enumerate(a for a in s.accesses if a.buffer is t.source):
                 y = inst(s, names.prefix())
@@ -475,14 +556,14 @@ def _tile_cases(m: Model, t: Tile, names: Names) -> list[Case]:
             zr = t.at(t.load, r, cell)
             restored = [term_of(e, m.env(r.at)) for e in t.copy.cell_at(a.index)]
             at_r = conj(domain(m, r), access_guard(m, r, a), in_bounds(m, r, restored, t.source))
-            after = conj(domain(m, zr), happens_before(m, zr, r, names))
+            after = conj(t.ran(m, zr, cell), happens_before(m, zr, r, names))
             if t.store is not None:
                 after = conj(after, happens_before(m, r, t.at(t.store, r, cell), names))
             cases.append(Case(f"inside{key}_{s.id}_{j}", at_r, after,
                               about=(f"`{s.label()}` accesses a cell of {t.f.name} outside its live range", (r,))))
             if t.store is not None:
                 continue
-            cases += _unwritten(m, zr, read, r, conj(at_r, domain(m, zr)), names, f"written{key}_{s.id}_{j}",
+            cases += _unwritten(m, zr, read, r, conj(at_r, t.ran(m, zr, cell)), names, f"written{key}_{s.id}_{j}",
                                 lambda y: f"`{y.label()}` writes a cell of {t.source.name} that read-only copy "
                                           f"{t.f.name} holds, before `{s.label()}` reads it")
     if t.store is None:
@@ -490,10 +571,24 @@ def _tile_cases(m: Model, t: Tile, names: Names) -> list[Case]:
     return cases
 
 
+def _transfer_cases(m: Model, t: Tile, tr: Transfer, key: str, names: Names) -> list[Case]:
+    """(i) Every instance ``y`` of transfer ``tr`` of tile ``t`` transfers a cell ``u`` of the tile, and is the
+    instance the inverse gives for ``u``: ``y in D  =>  u in bounds of f, at(u) = y`` (so one instance per
+    cell: the map onto tile cells is one-to-one, its inverse the one ``at`` computes)."""
+    y = inst(tr.stmt, names.prefix())
+    u = index_terms(m, y, tr.access)
+    back = t.at(tr.stmt, y, u)
+    what = f"`{tr.stmt.label()}`"
+    return [Case(f"intile{key}_{tr.stmt.id}", domain(m, y), in_bounds(m, y, u, t.f),
+                 about=(f"{what} transfers a cell out of bounds of {t.f.name}", (y,))),
+            Case(f"inverse{key}_{tr.stmt.id}", domain(m, y), equal_all(back.coords(), y.coords()),
+                 about=(f"{what} is not the one instance of its cell of {t.f.name} that the mixed-radix inverse "
+                        "gives: two instances share the cell, or the index skips cells", (y, back)))]
+
+
 def _declared_cell(m: Model, t: Tile, z: Inst) -> list[Term]:
-    """``cell(u)`` at load instance ``z`` of tile ``t`` (``u`` its coordinates past the owner loops)."""
-    return [term_of(e, m.env(z.at))
-            for e in t.copy.cell_at(tuple(IVar(v, 0) for v in t.load.vars[len(t.f.owner_loops):]))]
+    """``cell(u)`` at load instance ``z`` of tile ``t`` (``u`` the tile cell it writes)."""
+    return [term_of(e, m.env(z.at)) for e in t.copy.cell_at(t.transfer(t.load).access.index)]
 
 
 def _source_writes(m: Model, t: Tile, key: str, names: Names) -> list[Case]:
