@@ -12,7 +12,8 @@ import tilecert as tc
 from tilecert import f16, f32
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
-from tilecert.semantics.index import evaluate
+from tilecert.lowering.pipeline import lower_for
+from tilecert.semantics.index import IConst, IVar, evaluate
 from tilecert.semantics.sched.base import ScheduleError
 from tilecert.semantics.transform import Copy
 
@@ -175,3 +176,149 @@ def test_a_narrowing_tile_is_refused():
     s = blocked(gemm_rmw, M=8, N=6, K=4)
     raises(s.stage, "A", ["ii", "ki"], tile_prec="f16", match="not an exact widening of the source's f32")
     raises(s.stage, "A", ["ii", "ki"], tile_prec="i32", match="not an exact widening")
+
+
+# ============================================================================ shared (GPU)
+@tc.kernel
+def scale_cols(X: tc.Tensor[f32, "M", "N"], w: tc.Tensor[f32, "N"], Y: tc.Tensor[f32, "M", "N"]):
+    M, N = X.shape
+    for nest in tc.parallel(M, N):
+        i, j = nest.index(0), nest.index(1)
+        Y.at(i, j).store(X.at(i, j).load() * w.at(j).load())
+
+
+def gpu(M=8, N=8, K=8, b=4):
+    """The blocked GEMM on a GPU shape: ``io`` / ``jo`` blocks, ``ii`` / ``ji`` threads, the K block loop ``ko``
+    at block level (outside the thread loops) and ``ki`` serial per thread."""
+    s = tc.schedule(gemm_rmw, M=M, N=N, K=K)
+    s.split("nest.0", b, outer="io", inner="ii")
+    s.split("nest.1", b, outer="jo", inner="ji")
+    s.split("k", b, outer="ko", inner="ki")
+    s.reorder(["io", "jo", "ko", "ii", "ji"])
+    for loop, binding in [("io", "grid1"), ("jo", "grid0"), ("ii", "block1"), ("ji", "block0")]:
+        s.bind(loop, binding)
+    return s
+
+
+def barriers(block):
+    return [st for st in ir.walk(block) if isinstance(st, L.Barrier)]
+
+
+def the_loop(s, name):
+    return next(lp for lp in L.loops(s.program.body) if lp.name == name)
+
+
+def lowered(s):
+    low = lower_for("cuda-host", s.program, s.sizes)
+    assert low.barriers is not None and low.barriers.ok, low.barriers.explain()
+    return low
+
+
+def cuda_host(s, arrays, proved=True):
+    c = {k: v.copy() for k, v in arrays.items()}
+    tc.compile(s, target="cuda-host", allow_unproved=not proved).run_in_place(**c)
+    return c
+
+
+def test_shared_gemm_stages_a_and_b_in_one_phase():
+    s = gpu()
+    assert s.stage("A", ["ii", "ki"], shared=True, cooperative=4) == "A.tile"
+    assert s.stage("B", ["ki", "ji"], shared=True) == "B.tile"
+    body = the_loop(s, "ko").body.ops
+    kinds = [type(st).__name__ for st in body]
+    assert kinds == ["Decl", "Decl", "Loop", "Loop", "Barrier", "Loop", "Barrier"]  # one phase, one closer
+    assert [st.buf.scope for st in body[:2]] == ["shared", "shared"]
+    # A: ii reused as the block1 index, the ki copy loop taken by the 4 cooperative lanes (extent 4: no guard)
+    assert [(lp.name, lp.binding) for lp in L.loops(ir.Block((), (body[2],)))] == \
+        [("A.tile.load0", "block1"), ("A.tile.lane", "block0")]
+    # B: ki copied under a fresh serial loop, ji reused; the barrier pass runs it on the threads with block1 == 0
+    assert [(lp.name, lp.binding) for lp in L.loops(ir.Block((), (body[3],)))] == \
+        [("B.tile.load0", None), ("B.tile.load1", "block0")]
+    proved(s)
+    low = lowered(s)
+    ko = next(lp for lp in L.loops(low.program.body) if lp.name == "ko")
+    # Stage's two barriers per iteration, and one the barrier pass adds after the zero fills of the two tiles
+    assert len(barriers(ko.body)) == 3 and len(barriers(low.program.body)) == 3
+    report = tc.differential(s, target="cuda-host", trials=2)
+    assert report.matched, report
+
+
+def test_the_cooperative_lanes_fold_into_the_innermost_copy_loop():
+    """e <= w: the lane is the copy index under ``lane < e``; w | e: e / w chunks at ``w*c + lane``; otherwise
+    lane 0 copies alone. Each computes what the unstaged schedule computes on the host emulation."""
+    arrays = gemm_inputs(gpu())
+    want = gpu().run(**{k: v.copy() for k, v in arrays.items()})["C"]
+    for lanes, shape in [(8, "guard"), (2, "chunks"), (3, "lane0")]:
+        s = gpu()
+        s.stage("A", ["ii", "ki"], shared=True, cooperative=lanes)
+        (load,) = loads_of(s, "A.tile")
+        nest_text = s.loop_tree()
+        if shape == "guard":
+            assert "(A.tile.lane < 4)" in nest_text and load.index[1] == IVar(the_loop(s, "A.tile.lane").var, 0)
+            proved(s)
+        elif shape == "chunks":
+            assert the_loop(s, "A.tile.load1").extent == IConst(2) and "(2 * A.tile.load1) + A.tile.lane" in nest_text
+        else:
+            assert "(A.tile.lane == 0)" in nest_text
+        np.testing.assert_array_equal(cuda_host(s, arrays, proved=shape == "guard")["C"], want)
+
+
+def test_a_chunked_cooperative_copy_is_not_proved_by_todays_copy_rule():
+    """Two loops index one tile axis (``w*c + lane``): the checker's copy rule wants one loop per axis, so the
+    declaration is unknown, never proved."""
+    s = gpu()
+    s.stage("A", ["ii", "ki"], shared=True, cooperative=2)
+    report = s.check()
+    assert not report.ok and {r.verdict.status for r in report if r.kind == "datamap"} == {"unknown"}
+
+
+def test_a_broadcast_vector_with_no_anchor_wraps_the_outermost_tile_loop():
+    s = tc.schedule(scale_cols, M=4, N=8)
+    s.bind("nest.0", "grid0")
+    s.bind("nest.1", "block0")
+    assert s.stage("w", ["nest.1"], shared=True) == "w.tile"
+    grid = the_loop(s, "nest.0")
+    assert [type(st).__name__ for st in grid.body.ops] == ["Decl", "Loop", "Barrier", "Loop", "Barrier"]
+    assert grid.body.ops[3].name == "nest.1"
+    proved(s)
+    lowered(s)
+    assert tc.differential(s, target="cuda-host", trials=2).matched
+
+
+def test_a_staging_point_inside_a_thread_loop_is_refused_as_a_race():
+    s = tc.schedule(gemm_rmw, M=8, N=8, K=8)
+    s.split("nest.0", 4, outer="io", inner="ii")
+    s.split("k", 4, outer="ko", inner="ki")
+    s.bind("io", "grid0")
+    s.bind("ii", "block0")
+    raises(s.stage, "A", ["ki"], shared=True, match="lies inside loop 'ii', bound to block0: threads differing")
+
+
+# ============================================================================ pipeline_depth
+def pipelined(depth, K=8):
+    s = gpu(K=K)
+    s.stage("A", ["ii", "ki"], shared=True, cooperative=4, pipeline_depth=depth)
+    return s
+
+
+def executed_barriers(s):
+    """Barriers the loop form runs per block: those in ``ko`` times its trips, plus the others."""
+    ko = the_loop(s, "ko")
+    inside = len(barriers(ko.body))
+    return inside * int(evaluate(ko.extent, s.sizes, {})) + len(barriers(s.program.body)) - inside
+
+
+@pytest.mark.parametrize("K", [8, 4])  # two iterations of ko, and one (the prefetch guard folds away)
+def test_pipelined_depth_2_is_bitwise_equal_to_depth_1(K):
+    one, two = pipelined(1, K), pipelined(2, K)
+    assert decl(two, "A.tile").shape[0] == IConst(2) and the_loop(two, "ko").body.ops[0] == L.Barrier("block",
+                                                                                                     the_loop(two, "ko").loc)
+    n = K // 4
+    assert executed_barriers(one) == 2 * n and executed_barriers(two) == n + 1
+    assert ("if (ko < 1)" in two.loop_tree()) == (n == 2)
+    proved(two)
+    lowered(two)
+    arrays = gemm_inputs(two)
+    np.testing.assert_array_equal(two.run(**{k: v.copy() for k, v in arrays.items()})["C"],
+                                  one.run(**{k: v.copy() for k, v in arrays.items()})["C"])
+    np.testing.assert_array_equal(cuda_host(two, arrays)["C"], cuda_host(one, arrays)["C"])

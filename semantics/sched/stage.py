@@ -267,13 +267,17 @@ def place(p: ir.Program, plan: Plan, make: Any, sizes: Optional[dict[str, int]])
     return with_body(p, replace_loop(p.body, top, make([top], context_at(p, top, sizes))))
 
 
-def obligations(plan: Plan, tile: str, handles: tuple[str, ...], what: str) -> tuple[Obligation, ...]:
-    """The obligations of a read-only staged copy (``what``: where its load runs)."""
+def copy_holds(plan: Plan, tile: str, where: str) -> str:
+    """The datamap formula of a read-only staged copy whose load runs ``where``."""
     cells = f"{plan.source}[{', '.join(map(str, plan.outer))}] + [0, {', '.join(map(str, plan.dims))})"
+    return f"{tile}[u] holds {cells} cell o + u wherever it is read: {where}, and nothing writes {plan.source!r}"
+
+
+def obligations(plan: Plan, tile: str, handles: tuple[str, ...], holds: str) -> tuple[Obligation, ...]:
+    """The obligations of a staged copy whose datamap formula is ``holds``."""
     at = (plan.anchor.name,) if plan.anchor is not None else ()
     return (
-        Obligation(Kind.DATAMAP, "stage", f"{tile}[u] holds {cells} cell o + u wherever it is read: {what}, and "
-                   f"nothing writes {plan.source!r}", at + handles),
+        Obligation(Kind.DATAMAP, "stage", holds, at + handles),
         Obligation(Kind.DEPENDENCE, "stage", f"every read of {plan.source!r} goes to {tile}[t] for the cell o + t "
                    "it read before, loaded before the read with the value that cell holds", at),
         Obligation(Kind.COVERAGE, "stage", "tau is the identity: every old statement instance runs at the same "
@@ -301,9 +305,11 @@ def stage(p: ir.Program, source: str, tile_loops: list[str], *, shared: bool = F
     plan = analyse(p, source, tile_loops)
     prec = tile_prec or dtype
     declared = padded(plan.dims, pad_stride)
-    if shared or hoisted:
-        raise ScheduleError("stage: shared and hoisted staging are not supported yet",
-                            hint="stage with shared=False, hoisted=False")
+    if shared:
+        from .stage_shared import stage_shared  # imported on use: it builds on this module
+        return stage_shared(p, plan, prec, declared, cooperative, swizzle, pipeline_depth, bound_sizes)
+    if hoisted:
+        raise ScheduleError("stage: hoisted staging is not supported yet", hint="stage with hoisted=False")
     bound = next((lp for lp in plan.tile_loops if hardware_bound(lp)), None)
     if bound is not None:
         raise ScheduleError(f"stage: tile loop {bound.name!r} is bound to {bound.binding}; a packing copy "
@@ -332,6 +338,6 @@ def stage(p: ir.Program, source: str, tile_loops: list[str], *, shared: bool = F
     cell = tuple(ibin("add", o, IVar(u, 0)) for o, u in zip(plan.outer, ld.axes))
     where = f"loaded at the start of each iteration of {plan.anchor.name!r}" if plan.anchor is not None else \
         "loaded once before the tile loops"
-    return Transformed(out, Tau(), obligations(plan, tile, ld.names, where), ld.names,
+    return Transformed(out, Tau(), obligations(plan, tile, ld.names, copy_holds(plan, tile, where)), ld.names,
                        (Copy(tile, source, ld.axes, cell, Live(ld.load)),))
 
