@@ -64,7 +64,7 @@ from ..bindings import THREAD_SCOPES, slot_of
 from ..index import IConst, IExpr, IVar, free_vars, ibin, substitute_many
 from .base import (ScheduleError, buffer_names, const_value, context_at, fresh_buffer, fresh_name, nest, proves,
                    replace_loop, with_body)
-from .stage import LoadNest, Plan, ToTile, copy_holds, load_value, obligations, place
+from .stage_plan import LoadNest, Plan, ToTile, copy_holds, load_value, obligations, place
 from ..transform import Copy, Kind, Live, Obligation, Ring, Tau, Transformed, ring_slot
 
 
