@@ -257,6 +257,7 @@ SAMPLES = {
     "expand_zero": [("expand_zero", ("acc",))],
     "privatize": [("privatize", ("acc", "k"))],
     "stage": [("stage", ("A", ["a.load.M", "a.load.K"]))],
+    "constant": [("constant", ("A",))],
 }
 EDGE_GUARDED = {"stage"}  # samples whose copies keep an edge guard (proved once the checker reads the where-form)
 

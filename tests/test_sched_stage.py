@@ -15,6 +15,7 @@ from tilecert.semantics import loopir as L
 from tilecert.lowering.pipeline import lower_for
 from tilecert.semantics.index import IConst, IVar, evaluate
 from tilecert.semantics.sched.base import ScheduleError
+from tilecert.semantics.sched.constant import constants
 from tilecert.semantics.transform import Copy
 
 EDGE = pytest.mark.xfail(strict=True, reason="needs the checker's edge-guarded copies")
@@ -322,3 +323,50 @@ def test_pipelined_depth_2_is_bitwise_equal_to_depth_1(K):
     np.testing.assert_array_equal(two.run(**{k: v.copy() for k, v in arrays.items()})["C"],
                                   one.run(**{k: v.copy() for k, v in arrays.items()})["C"])
     np.testing.assert_array_equal(cuda_host(two, arrays)["C"], cuda_host(one, arrays)["C"])
+
+
+# ============================================================================ hoisted (a constant packed once)
+def test_a_hoisted_constant_weight_is_packed_once_before_the_routine():
+    s = blocked(gemm_rmw, M=8, N=6, K=4)
+    base = blocked(gemm_rmw, M=8, N=6, K=4)
+    assert s.constant("A") == () and constants(s.program) == {"A"}
+    assert s.stage("A", ["ii", "ki"], hoisted=True) == "A.packed"
+    first, pack = s.program.body.ops[:2]
+    assert isinstance(first, L.Decl) and first.buf.scope == "constant"
+    assert shape(s, "A.packed") == (2, 2, 4, 2)  # the outer coordinates (io, ko), then the tile axes
+    assert [lp.name for lp in L.loops(ir.Block((), (pack,)))] == ["A.packed.q0", "A.packed.q1", "A.packed.u0",
+                                                                   "A.packed.u1"]
+    (load,) = loads_of(s, "A.packed")
+    assert sum(ld.buf == "A" for st in ir.walk(s.program.body) if isinstance(st, L.Assign)
+               for ld in L.loads(st.value)) == 1 and isinstance(load.value, L.Ld)
+    reads = [ld for st in ir.walk(s.program.body) if isinstance(st, L.Assign) for ld in L.loads(st.value)
+             if ld.buf == "A.packed" and st is not load]
+    assert [r.index for r in reads] == [tuple(IVar(the_loop(s, n).var, 0) for n in ("io", "ko", "ii", "ki"))]
+    assert_same_everywhere(s, base)
+    proved(s)
+
+
+def test_a_hoisted_edge_pack_zero_fills_its_pad_slots():
+    s = blocked(gemm_rmw, M=7, N=6, K=4)
+    s.constant("A")
+    s.stage("A", ["ii", "ki"], hoisted=True)
+    (load,) = loads_of(s, "A.packed")
+    assert isinstance(load.value, L.Sel) and load.value.b == L.Lit(0.0, "f32")
+    assert_same_everywhere(s, blocked(gemm_rmw, M=7, N=6, K=4), proved=False)
+
+
+def test_constant_refuses_a_written_tensor_and_a_non_tensor():
+    s = blocked(gemm_rmw, M=8, N=6, K=4)
+    raises(s.constant, "C", match="the program writes 'C'")
+    s.stage("A", ["ii", "ki"])
+    raises(s.constant, "A.tile", match="'A.tile' is not a tensor parameter")
+
+
+# ============================================================================ pad_stride
+def test_pad_stride_rounds_the_minor_extent_up_and_iterates_the_unpadded_tile():
+    s = blocked(gemm_rmw, M=8, N=6, K=4)
+    s.stage("A", ["ii", "ki"], pad_stride=4)
+    assert shape(s, "A.tile") == (4, 4)
+    assert int(evaluate(the_loop(s, "A.tile.load1").extent, s.sizes, {})) == 2
+    assert_same_everywhere(s, blocked(gemm_rmw, M=8, N=6, K=4))
+    proved(s)

@@ -3,7 +3,7 @@
 Each op module declares its op with ``@schedule_op`` (``registry.py``) and registers it by being
 imported here; ``Schedule`` then gets one method per registered op (``install_methods``).
 """
-from . import (bind, coalesce, expand_zero, fuse, pad, partition, privatize, reorder, split, stage,  # noqa: F401
+from . import (bind, coalesce, constant, expand_zero, fuse, pad, partition, privatize, reorder, split, stage,  # noqa: F401
                tile, unit, unroll)
 from .registry import OPS, OpDecl, schedule_op
 from .schedule import Schedule, install_methods

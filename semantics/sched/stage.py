@@ -26,7 +26,8 @@ is a read-only ``Copy`` of ``source``, cell ``u`` standing for ``o + u``.
 
 ``pad_stride=p`` rounds the declared minor extent up to a multiple of ``p``; the loops iterate
 the unpadded extents, so padded slots are neither written nor read. The shared, cooperative,
-pipelined and hoisted modes are described in ``stage_shared`` and ``stage_hoist``.
+pipelined and hoisted modes are described in ``stage_shared`` and ``stage_hoist`` (``s.constant``
+marks a source constant: ``constant.py``).
 
 Preconditions (``ScheduleError`` otherwise, each saying what to change): ``tile_loops`` name
 distinct loops enclosing every read; ``tile_prec`` equals the source's dtype or widens it exactly
@@ -58,6 +59,7 @@ from .base import ScheduleError, buffer_names, buffer_type, fresh_buffer, hardwa
 from .registry import schedule_op
 from .stage_plan import SWIZZLES, LoadNest, ToTile, analyse, check_modes, copy_holds, obligations, padded, place, \
     serial_load
+from .stage_hoist import stage_hoisted
 from .stage_shared import stage_shared
 from ..transform import Copy, Live, Tau, Transformed
 
@@ -81,13 +83,13 @@ def stage(p: ir.Program, source: str, tile_loops: list[str], *, shared: bool = F
     declared = padded(plan.dims, pad_stride)
     if shared:
         return stage_shared(p, plan, prec, declared, cooperative, swizzle, pipeline_depth, bound_sizes)
-    if hoisted:
-        raise ScheduleError("stage: hoisted staging is not supported yet", hint="stage with hoisted=False")
     bound = next((lp for lp in plan.tile_loops if hardware_bound(lp)), None)
     if bound is not None:
         raise ScheduleError(f"stage: tile loop {bound.name!r} is bound to {bound.binding}; a packing copy "
                             "(shared=False) is loaded by one thread", hint="pass shared=True to stage into "
                             f"block-shared memory, or stage before binding {bound.name!r}")
+    if hoisted:
+        return stage_hoisted(p, plan, prec, bound_sizes)
     if plan.anchor is not None:
         outside = next((lp for lp in plan.tile_loops if lp in plan.chain[:plan.chain.index(plan.anchor) + 1]),
                        None)
