@@ -370,3 +370,114 @@ def test_pad_stride_rounds_the_minor_extent_up_and_iterates_the_unpadded_tile():
     assert int(evaluate(the_loop(s, "A.tile.load1").extent, s.sizes, {})) == 2
     assert_same_everywhere(s, blocked(gemm_rmw, M=8, N=6, K=4))
     proved(s)
+
+
+# ============================================================================ preconditions
+@tc.kernel
+def reversed_rows(X: tc.Tensor[f32, "N"], Y: tc.Tensor[f32, "N"]):
+    N = X.shape[0]
+    for nest in tc.parallel(N):
+        Y.at(nest.index(0)).store(X.at(N - 1 - nest.index(0)).load())
+
+
+@tc.kernel
+def ignores_w(X: tc.Tensor[f32, "N"], W: tc.Tensor[f32, "N"], Y: tc.Tensor[f32, "N"]):
+    N = X.shape[0]
+    for nest in tc.parallel(N):
+        Y.at(nest.index(0)).store(X.at(nest.index(0)).load())
+
+
+@tc.kernel
+def two_cells(X: tc.Tensor[f32, "N"], Y: tc.Tensor[f32, "N"]):
+    N = X.shape[0]
+    for nest in tc.parallel(N):
+        Y.at(nest.index(0)).store(X.at(nest.index(0)).load() + X.at(0).load())
+
+
+def packing():
+    return blocked(gemm_rmw, M=8, N=6, K=4)
+
+
+def unbound_k():
+    s = tc.schedule(gemm_rmw, M=8, N=8)
+    s.split("nest.0", 4, outer="io", inner="ii")
+    s.split("nest.1", 4, outer="jo", inner="ji")
+    s.split("k", 4, outer="ko", inner="ki")
+    s.reorder(["io", "jo", "ko", "ii", "ji"])
+    for loop, binding in [("io", "grid1"), ("jo", "grid0"), ("ii", "block1"), ("ji", "block0")]:
+        s.bind(loop, binding)
+    return s
+
+
+def broadcast(threads="block0"):
+    s = tc.schedule(scale_cols, M=4, N=8)
+    s.bind("nest.0", "grid0")
+    s.bind("nest.1", threads)
+    return s
+
+
+def with_tile():
+    s = packing()
+    s.stage("A", ["ii", "ki"])
+    return s
+
+
+def not_reordered():
+    s = tc.schedule(gemm_rmw, M=8, N=6, K=4)
+    s.split("nest.0", 4, outer="io", inner="ii")
+    s.split("k", 2, outer="ko", inner="ki")
+    return s
+
+
+def unrolled():
+    s = gpu()
+    s.unroll("ki")
+    return s
+
+
+def two_level():
+    s = packing()
+    s.split("ii", 2, outer="iio", inner="iii")
+    return s
+
+
+PRECONDITIONS = [
+    (packing, ("A", ["ii", "ki"]), dict(cooperative=4), "cooperative loading needs shared=True"),
+    (gpu, ("A", ["ii", "ki"]), dict(shared=True, cooperative=4, pipeline_depth=3), "pipeline_depth=3 is not implemented"),
+    (gpu, ("A", ["ii", "ki"]), dict(shared=True, pipeline_depth=2), "pipeline_depth=2 needs a cooperative"),
+    (gpu, ("A", ["ii", "ki"]), dict(shared=True, hoisted=True), "a hoisted pack is computed once on the host"),
+    (packing, ("A", ["ii", "ki"]), dict(hoisted=True, pad_stride=4), "a hoisted pack takes no padding"),
+    (packing, ("A", ["ii", "ki"]), dict(swizzle="elem"), "a swizzle permutes a block-shared tile"),
+    (packing, ("A", ["ii", "ki"]), dict(pad_stride=1), "pad_stride=1 pads nothing"),
+    (lambda: tc.schedule(ignores_w, N=8), ("W", ["nest"]), {}, "no reads of 'W'"),
+    (packing, ("C", ["ii"]), {}, "'C' is written in the routine"),
+    (lambda: tc.schedule(two_cells, N=8), ("X", ["nest"]), {}, "do not share one index vector"),
+    (with_tile, ("B", ["A.tile.load0"]), {}, "tile loop 'A.tile.load0' does not enclose every read of 'B'"),
+    (lambda: tc.schedule(reversed_rows, N=8), ("X", ["nest"]), {}, "not an increasing affine function"),
+    (packing, ("A", ["ii", "nest.1"]), {}, "does not read tile loop 'nest.1'"),
+    (gpu, ("A", ["ii", "ki"]), {}, "tile loop 'ii' is bound to block1; a packing copy"),
+    (not_reordered, ("A", ["ii", "ki"]), {}, "tile loop 'ii' encloses the anchor 'ko'"),
+    (broadcast, ("w", ["nest.1"]), dict(pad_stride=2), "pad_stride needs a tile of rank >= 2"),
+    (gpu, ("A", ["io", "ki"]), dict(shared=True), "tile loop 'io' is bound to grid1"),
+    (unrolled, ("A", ["ii", "ki"]), dict(shared=True), "tile loop 'ki' is unrolled"),
+    (gpu, ("B", ["ki", "ji"]), dict(shared=True, cooperative=4), "tile loop 'ji' binds already"),
+    (broadcast, ("w", ["nest.1"]), dict(shared=True, swizzle="elem"), "a tile of rank >= 2"),
+    (gpu, ("A", ["ii", "ki"]), dict(shared=True, swizzle="elem"), "swizzle='elem' needs the layout support"),
+    (lambda: broadcast("block1"), ("w", ["nest.1"]), dict(shared=True, cooperative=8, pipeline_depth=2),
+     "have none"),
+    (lambda: broadcast("block1"), ("X", ["nest.1"]), dict(shared=True, cooperative=8, pipeline_depth=2),
+     "needs a serial anchor from 0; 'nest.0' is parallel bound to grid0"),
+    (unbound_k, ("A", ["ii", "ki"]), dict(shared=True, cooperative=4, pipeline_depth=2), "is not proved >= 1"),
+    (packing, ("A", ["ii", "ki"]), dict(hoisted=True), "must be marked constant"),
+    (lambda: tc.schedule(scale_cols, M=4), ("w", ["nest.1"]), dict(hoisted=True), "needs constant tile extents"),
+    (two_level, ("A", ["iio", "ki"]), dict(hoisted=True), "is not a multiple of the tile extent 3"),
+]
+
+
+@pytest.mark.parametrize("make, args, kwargs, match", PRECONDITIONS,
+                         ids=lambda c: c[:40] if isinstance(c, str) else None)
+def test_each_precondition_failure_is_a_schedule_error_saying_what_to_change(make, args, kwargs, match):
+    s = make()
+    if kwargs.get("hoisted") and match != "must be marked constant":
+        s.constant(args[0])
+    raises(s.stage, *args, match=match, **kwargs)
