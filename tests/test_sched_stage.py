@@ -5,6 +5,8 @@ Kernels reach the staging form with today's ops: a scalar-descent GEMM accumulat
 loop. Each staged schedule computes bit for bit what the unstaged one computes (interpreter and
 C), the checker proves it, and every precondition failure is a typed ``ScheduleError`` with a hint.
 """
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -12,11 +14,13 @@ import tilecert as tc
 from tilecert import f16, f32
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
+from tilecert.checker import check_transform
 from tilecert.lowering.pipeline import lower_for
 from tilecert.semantics.index import IConst, IVar, evaluate
+from tilecert.semantics.mapper import Mapper
 from tilecert.semantics.sched.base import ScheduleError
 from tilecert.semantics.sched.constant import constants
-from tilecert.semantics.transform import Copy
+from tilecert.semantics.transform import Copy, Kind, Tau
 
 EDGE = pytest.mark.xfail(strict=True, reason="needs the checker's edge-guarded copies")
 
@@ -481,3 +485,63 @@ def test_each_precondition_failure_is_a_schedule_error_saying_what_to_change(mak
     if kwargs.get("hoisted") and match != "must be marked constant":
         s.constant(args[0])
     raises(s.stage, *args, match=match, **kwargs)
+
+
+# ============================================================================ illegal twins
+def without_barrier(p, k):
+    """``p`` with its ``k``-th barrier (in program order) removed."""
+    seen = [-1]
+
+    class Strip(Mapper):
+        def map_barrier(self, st):
+            seen[0] += 1
+            return None if seen[0] == k else st
+
+    return dataclasses.replace(p, body=Strip().map_block(p.body))
+
+
+def test_a_stage_barrier_removed_from_the_placed_program_is_a_race_with_a_witness_that_replays():
+    s = gpu()
+    s.stage("A", ["ii", "ki"], shared=True, cooperative=4)
+    s.stage("B", ["ki", "ji"], shared=True)
+    placed = lowered(s).program
+    assert tc.check(placed, s.sizes).ok
+    # barriers: after the zero fills, after the loads (Stage's), the phase closer (Stage's)
+    for k in (1, 2):
+        twin = without_barrier(placed, k)
+        report = tc.check(twin, s.sizes)
+        (ni,) = [r for r in report if r.kind == "noninterference"]
+        assert ni.status == "disproved", report.explain()
+        assert ni.verdict.witness.replay.startswith("CONFIRMED"), ni.verdict.witness.replay
+
+
+class _SlotZero(Mapper):
+    """Every access of the ring ``tile`` at slot 0 (one slot reused by every version); ``nodes`` maps each
+    rewritten statement to its twin."""
+
+    def __init__(self, tile):
+        self.tile, self.nodes = tile, {}
+
+    def map_ld(self, e):
+        return dataclasses.replace(e, index=(IConst(0),) + e.index[1:]) if e.buf == self.tile else e
+
+    def map_assign(self, st):
+        new = super().map_assign(st)
+        if new.buf == self.tile:
+            new = dataclasses.replace(new, index=(IConst(0),) + new.index[1:])
+        self.nodes[id(st)] = new
+        return new
+
+
+def test_a_ring_whose_slot_is_reused_too_early_is_disproved_with_a_witness_that_replays():
+    s = pipelined(2)
+    (ring,) = s.transforms[-1].datamaps
+    zero = _SlotZero(ring.buffer)
+    twin = dataclasses.replace(s.program, body=zero.map_block(s.program.body))
+    early = dataclasses.replace(ring, slot=IConst(0),
+                                fills=tuple((zero.nodes[id(st)], v) for st, v in ring.fills),
+                                uses=tuple((zero.nodes[id(st)], v) for st, v in ring.uses))
+    r = check_transform(s.programs[-2], twin, Tau(), s.sizes, datamaps=(early,), final=False)
+    (d,) = r.verdicts(Kind.DATAMAP)
+    assert d.status == "disproved" and "overwrites" in d.witness.summary, r.explain()
+    assert d.witness.replay.startswith("CONFIRMED"), d.witness.lines()
