@@ -37,12 +37,12 @@ def gemm_rmw(A: tc.Tensor[f32, "M", "K"], B: tc.Tensor[f32, "K", "N"], C: tc.Ten
 
 @tc.kernel
 def gemm_f16(A: tc.Tensor[f16, "M", "K"], B: tc.Tensor[f32, "K", "N"], C: tc.Tensor[f32, "M", "N"]):
-    M, K = A.shape
-    N = B.shape[1]
-    for nest in tc.parallel(M, N):
-        i, j = nest.index(0), nest.index(1)
-        for k in nest.serial(K):
-            C.at(i, j).store(C.at(i, j).load() + tc.cast(A.at(i, k.index()).load(), f32) * B.at(k.index(), j).load())
+    """``gemm_rmw`` with a half-precision ``A``, widened at each read."""
+    for nest in tc.parallel(A.shape[0], B.shape[1]):
+        for k in nest.serial(A.shape[1]):
+            a = tc.cast(A.at(nest.index(0), k.index()).load(), f32)
+            acc = C.at(nest.index(0), nest.index(1)).load()
+            C.at(nest.index(0), nest.index(1)).store(acc + a * B.at(k.index(), nest.index(1)).load())
 
 
 def blocked(kernel, bm=4, bk=2, **sizes):
