@@ -18,6 +18,7 @@ from tilecert.checker import check_transform
 from tilecert.lowering.pipeline import lower_for
 from tilecert.semantics.index import IConst, IVar, evaluate
 from tilecert.semantics.mapper import Mapper
+from tilecert.semantics.serialize import digest
 from tilecert.semantics.sched.base import ScheduleError
 from tilecert.semantics.sched.constant import constants
 from tilecert.semantics.transform import Copy, Kind, Tau
@@ -545,3 +546,12 @@ def test_a_ring_whose_slot_is_reused_too_early_is_disproved_with_a_witness_that_
     (d,) = r.verdicts(Kind.DATAMAP)
     assert d.status == "disproved" and "overwrites" in d.witness.summary, r.explain()
     assert d.witness.replay.startswith("CONFIRMED"), d.witness.lines()
+
+
+def test_a_staged_schedule_saves_and_replays_to_the_same_program():
+    s = pipelined(2)
+    s.stage("B", ["ki", "ji"], shared=True)
+    again = s.replay()
+    assert again.history == s.history and digest(again.program) == digest(s.program)
+    assert again.history[-2] == ("stage", {"source": "A", "tile_loops": ["ii", "ki"], "shared": True,
+                                           "cooperative": 4, "pipeline_depth": 2})
