@@ -193,15 +193,15 @@ def scale_cols(X: tc.Tensor[f32, "M", "N"], w: tc.Tensor[f32, "N"], Y: tc.Tensor
         Y.at(i, j).store(X.at(i, j).load() * w.at(j).load())
 
 
-def gpu(M=8, N=8, K=8, b=4):
-    """The blocked GEMM on a GPU shape: ``io`` / ``jo`` blocks, ``ii`` / ``ji`` threads, the K block loop ``ko``
-    at block level (outside the thread loops) and ``ki`` serial per thread."""
+def gpu(M=8, N=8, K=8, b=4, threads=(("ii", "block1"), ("ji", "block0"))):
+    """The blocked GEMM on a GPU shape: ``io`` / ``jo`` blocks, ``ii`` / ``ji`` threads (``threads``), the K block
+    loop ``ko`` at block level (outside the thread loops) and ``ki`` serial per thread."""
     s = tc.schedule(gemm_rmw, M=M, N=N, K=K)
     s.split("nest.0", b, outer="io", inner="ii")
     s.split("nest.1", b, outer="jo", inner="ji")
     s.split("k", b, outer="ko", inner="ki")
     s.reorder(["io", "jo", "ko", "ii", "ji"])
-    for loop, binding in [("io", "grid1"), ("jo", "grid0"), ("ii", "block1"), ("ji", "block0")]:
+    for loop, binding in [("io", "grid1"), ("jo", "grid0"), *threads]:
         s.bind(loop, binding)
     return s
 
@@ -555,3 +555,20 @@ def test_a_staged_schedule_saves_and_replays_to_the_same_program():
     assert again.history == s.history and digest(again.program) == digest(s.program)
     assert again.history[-2] == ("stage", {"source": "A", "tile_loops": ["ii", "ki"], "shared": True,
                                            "cooperative": 4, "pipeline_depth": 2})
+
+
+@pytest.mark.parametrize("K", [8, 4])
+def test_pipelined_stages_on_one_anchor_share_its_barrier_and_prefetch_guard(K):
+    s = gpu(K=K, threads=(("ii", "block1"),))  # ji unbound: both stages can take the block0 lanes
+    base = gpu(K=K, threads=(("ii", "block1"),))
+    s.stage("A", ["ii", "ki"], shared=True, cooperative=4, pipeline_depth=2)
+    s.stage("B", ["ki", "ji"], shared=True, cooperative=4, pipeline_depth=2)
+    n = K // 4
+    assert executed_barriers(s) == n + 1
+    ko = the_loop(s, "ko")
+    if n > 1:
+        (guard,) = [st for st in ko.body.ops if isinstance(st, L.If)]
+        assert {st.buf for st in ir.walk(guard.body) if isinstance(st, L.Assign)} == {"A.tile", "B.tile"}
+    proved(s)
+    arrays = gemm_inputs(s)
+    np.testing.assert_array_equal(cuda_host(s, arrays)["C"], base.run(**{k: v.copy() for k, v in arrays.items()})["C"])

@@ -40,6 +40,9 @@ least once): the tile gets a leading axis of 2 slots and is declared before the 
 
 so ``N + 1`` barriers run instead of ``2N``, and each compute reads exactly the values depth 1
 reads (bitwise identical). Datamap: ``Ring(tile, source, 2, k, k mod 2, u, o[k] + u, fills, uses)``.
+A second pipelined stage on the same anchor (whose body is such a rotor, closed by the barrier
+after the loop, and whose prefetch reads no ``source``) joins it: its prologue follows the first,
+its prefetch goes under the same guard, and no barrier is added.
 
 Preconditions (``ScheduleError``): no tile loop bound to a grid, warp or lane index, or unrolled; a
 reused thread loop is its axis's only term, with coefficient 1, and no two share a slot (nor the
@@ -62,8 +65,8 @@ from .. import ir
 from .. import loopir as L
 from ..bindings import THREAD_SCOPES, slot_of
 from ..index import IConst, IExpr, IVar, free_vars, ibin, substitute_many
-from .base import (ScheduleError, buffer_names, const_value, context_at, fresh_buffer, fresh_name, nest, proves,
-                   replace_loop, with_body)
+from .base import (ScheduleError, buffer_names, const_value, context_at, enclosing, fresh_buffer, fresh_name, nest,
+                   proves, replace_loop, with_body)
 from .stage_plan import LoadNest, Plan, ToTile, copy_holds, load_value, obligations, place
 from ..transform import Copy, Kind, Live, Obligation, Ring, Tau, Transformed, ring_slot
 
@@ -214,6 +217,26 @@ def stage_shared(p: ir.Program, plan: Plan, prec: str, declared: tuple[IExpr, ..
     return Transformed(out, Tau(), obs, ld.names, (Copy(tile, plan.source, ld.axes, cell, Live(ld.load)),))
 
 
+def _closed(p: ir.Program, a: L.Loop) -> bool:
+    """Whether the statement right after loop ``a`` is a block barrier (a pipelined stage's closer)."""
+    path = enclosing(p.body, a) or []
+    block = path[-1].body if path else p.body
+    k = next(i for i, st in enumerate(block.ops) if st is a)
+    return k + 1 < len(block.ops) and isinstance(block.ops[k + 1], L.Barrier) and block.ops[k + 1].scope == "block"
+
+
+def _rotor_head(ops: list, prefetches: int, source: str) -> Optional[int]:
+    """Where the compute starts in a rotor body ``[barrier; prefetch?; compute]`` an earlier pipelined stage left
+    (``prefetches``: whether it has a prefetch statement, as this one would); None when the body is no such rotor
+    or its prefetch reads ``source`` (the new remap would change it)."""
+    head = 1 + prefetches
+    if len(ops) < head or not (isinstance(ops[0], L.Barrier) and ops[0].scope == "block"):
+        return None
+    reads = {ld.buf for st in ir.walk(ir.Block((), tuple(ops[1:head])))
+             if isinstance(st, (L.Assign, L.Accum)) for ld in L.loads(st.value)}
+    return None if source in reads else head
+
+
 def _barrier_obligations(tile: str, handles: tuple[str, ...]) -> tuple[Obligation, ...]:
     return (
         Obligation(Kind.NONINTERFERENCE, "stage", f"per barrier phase, no thread writes a cell of {tile} another "
@@ -255,11 +278,20 @@ def _pipelined(p: ir.Program, plan: Plan, prec: str, declared: tuple[IExpr, ...]
                        {a.var: nxt}, reused, cooperative, sizes, loc)
     prefetch = [] if fold is False else [fetch.stmt] if fold is True else [L.If(last, ir.Block((), (fetch.stmt,)), loc)]
     mapper = ToTile(plan, tile, prec, (ring_slot(a.var, 2),))
-    body = mapper.map_block(a.body)
-    new_anchor = dataclasses.replace(a, body=ir.Block(a.body.args, (L.Barrier("block", loc), *prefetch, *body.ops),
+    ops, closed = list(a.body.ops), _closed(p, a)
+    joined = _rotor_head(ops, len(prefetch), plan.source) if closed else None
+    if joined is not None:  # a pipelined stage on this anchor already: its barrier, its prefetch guard, its closer
+        if prefetch and isinstance(prefetch[0], L.If):  # one guard k < n - 1 for every prefetch
+            prefetch = [dataclasses.replace(ops[1], body=ir.Block((), ops[1].body.ops + (fetch.stmt,)))]
+        else:
+            prefetch = ops[1:joined] + prefetch
+        ops = ops[joined:]
+    rest = mapper.map_block(ir.Block((), tuple(ops))).ops
+    new_anchor = dataclasses.replace(a, body=ir.Block(a.body.args, (L.Barrier("block", loc), *prefetch, *rest),
                                                       a.body.yields))
     decl = L.Decl(L.Buffer(tile, prec, (IConst(2),) + declared, "shared"), loc)
-    out = with_body(p, replace_loop(p.body, a, [decl, pro.stmt, new_anchor, L.Barrier("block", loc)]))
+    closer = [] if joined is not None else [L.Barrier("block", loc)]
+    out = with_body(p, replace_loop(p.body, a, [decl, pro.stmt, new_anchor, *closer]))
     uses = tuple((st, k) for st in ir.walk(new_anchor.body) if isinstance(st, (L.Assign, L.Accum))
                  and any(ld.buf == tile for ld in L.loads(st.value)))
     version = IVar(ring_var, 0)
