@@ -317,8 +317,8 @@ def executed_barriers(s):
 @pytest.mark.parametrize("K", [8, 4])  # two iterations of ko, and one (the prefetch guard folds away)
 def test_pipelined_depth_2_is_bitwise_equal_to_depth_1(K):
     one, two = pipelined(1, K), pipelined(2, K)
-    assert decl(two, "A.tile").shape[0] == IConst(2) and the_loop(two, "ko").body.ops[0] == L.Barrier("block",
-                                                                                                     the_loop(two, "ko").loc)
+    ko = the_loop(two, "ko")
+    assert decl(two, "A.tile").shape[0] == IConst(2) and ko.body.ops[0] == L.Barrier("block", ko.loc)
     n = K // 4
     assert executed_barriers(one) == 2 * n and executed_barriers(two) == n + 1
     assert ("if (ko < 1)" in two.loop_tree()) == (n == 2)
@@ -448,7 +448,8 @@ def two_level():
 
 PRECONDITIONS = [
     (packing, ("A", ["ii", "ki"]), dict(cooperative=4), "cooperative loading needs shared=True"),
-    (gpu, ("A", ["ii", "ki"]), dict(shared=True, cooperative=4, pipeline_depth=3), "pipeline_depth=3 is not implemented"),
+    (gpu, ("A", ["ii", "ki"]), dict(shared=True, cooperative=4, pipeline_depth=3),
+     "pipeline_depth=3 is not implemented"),
     (gpu, ("A", ["ii", "ki"]), dict(shared=True, pipeline_depth=2), "pipeline_depth=2 needs a cooperative"),
     (gpu, ("A", ["ii", "ki"]), dict(shared=True, hoisted=True), "a hoisted pack is computed once on the host"),
     (packing, ("A", ["ii", "ki"]), dict(hoisted=True, pad_stride=4), "a hoisted pack takes no padding"),

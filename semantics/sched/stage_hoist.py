@@ -55,8 +55,8 @@ def _outer_coordinates(plan: Plan, sizes: Optional[dict[str, int]]) -> tuple[tup
                                 hint="hoist a source indexed by loops only (no sizes or parameters in its index)")
         bad = [str(c) for _, c in terms if c % n] + ([str(rest.value)] if rest.value % n or rest.value < 0 else [])
         if bad:
-            raise ScheduleError(f"stage: the outer part {o} of {plan.source!r}'s index on axis {a} is not a multiple of "
-                                f"the tile extent {n} ({', '.join(bad)}): the pack's tiles would overlap",
+            raise ScheduleError(f"stage: the outer part {o} of {plan.source!r}'s index on axis {a} is not a multiple "
+                                f"of the tile extent {n} ({', '.join(bad)}): the pack's tiles would overlap",
                                 hint="hoist over tile loops that cover whole blocks of the outer loops (split by "
                                      "the tile extent)")
         q: IExpr = IConst(rest.value // n)
