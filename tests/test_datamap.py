@@ -258,6 +258,8 @@ SAMPLES = {
     "privatize": [("privatize", ("acc", "k"))],
     "merge": [("pad", ("a.load.M", 7)), ("merge", ("a.load.M", "b.load.K"))],
     "fission": [("pad", ("a.load.M", 7)), ("merge", ("a.load.M", "b.load.K")), ("fission", ("a.load.M", "a.load.K"))],
+    "stage": [("stage", ("A", ["a.load.M", "a.load.K"]))],
+    "constant": [("constant", ("A",))],
 }
 
 

@@ -40,6 +40,7 @@ GOOD: dict[str, dict[str, Any]] = {
     "pad": dict(loop="a.load.K", to_multiple_of=8), "partition": dict(loop="a.load.K", breakpoints=[3]),
     "unroll": dict(loop="a.load.K"), "privatize": dict(target="acc", over="acc.mma.K"),
     "fission": dict(loop="i", after="A"), "merge": dict(first="i", second="j"),
+    "stage": dict(source="A", tile_loops=["a.load.M", "a.load.K"]), "constant": dict(tensor="A"),
 }
 
 

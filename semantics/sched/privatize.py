@@ -54,11 +54,12 @@ from .. import ir
 from . import args as A
 from .registry import schedule_op
 from .. import loopir as L
-from ..index import IConst, IExpr, IVar, free_vars, ibin, linear
+from ..index import IConst, IExpr, IVar, free_vars, ibin
 from ..mapper import Mapper
 from .base import (ScheduleError, buffer_names, buffer_type, conj, fresh_buffer, fresh_name, hardware_bound,
                    nest, replace_loop, the_loop, with_body)
 from ..transform import Copy, Kind, Live, Obligation, Tau, Transformed
+from .index_terms import split_terms, tile_part
 
 
 @dataclass(frozen=True)
@@ -98,27 +99,16 @@ def _split_index(a: Access, over: L.Loop, target: str) -> tuple[tuple[IExpr, ...
                             hint=f"privatize {target!r} across a loop its index does not read (the reduction loop)")
     outer, inner = [], []
     for e in a.index:
-        part, size = IConst(0), IConst(1)
-        for lp in a.loops:
-            lin = linear(e, lp.var)
-            if lin is None or lin[0] < 0:
-                raise ScheduleError(f"privatize: the index {e} of {target!r} is not an increasing affine function of "
-                                    f"loop {lp.name!r}", hint="privatize accesses whose inner index terms are "
-                                    "loop variables with positive constant coefficients")
-            c, e = lin
-            if c == 0:
-                continue
+        e, terms = split_terms(e, a.loops, "privatize", target, "privatize accesses whose inner index terms are "
+                               "loop variables with positive constant coefficients")
+        for lp, _ in terms:
             if hardware_bound(lp):
                 raise ScheduleError(f"privatize: the index of {target!r} reads loop {lp.name!r}, bound to "
                                     f"{lp.binding}: a private tile indexed by other threads would store back "
                                     "their cells", hint=f"privatize before binding {lp.name!r}, or across a loop "
                                     f"inside {lp.name!r}")
-            if lp.start != IConst(0) or free_vars(lp.extent):
-                raise ScheduleError(f"privatize: loop {lp.name!r} indexes {target!r} but runs over [{lp.start}, "
-                                    f"{lp.start} + {lp.extent}), not from 0 over an extent fixed before "
-                                    f"{over.name!r}", hint="privatize before partitioning the loops inside")
-            part = ibin("add", part, ibin("mul", IConst(c), IVar(lp.var, 0)))
-            size = ibin("add", size, ibin("mul", IConst(c), ibin("sub", lp.extent, IConst(1))))
+        part, size = tile_part(terms, "privatize", target, repr(over.name),
+                               "privatize before partitioning the loops inside")
         outer.append(e)
         inner.append((part, size) if part != IConst(0) else (IConst(0), IConst(0)))
     return tuple(outer), tuple(inner)

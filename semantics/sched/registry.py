@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 from .. import ir
 from .args import Kind, Site
@@ -43,6 +43,8 @@ class OpDecl:
     name: str
     fn: Callable[..., Transformed]
     params: tuple[Param, ...]
+    returns: Optional[Callable[[Transformed], Any]] = None
+    """What the ``Schedule`` method returns of the op's result (None: the handles it mints)."""
 
     @property
     def recorded(self) -> tuple[Param, ...]:
@@ -69,8 +71,9 @@ class OpDecl:
         fn_doc = "\n\n".join(d for d in docs if d)
         lines = [f"    {q.name}: {q.kind.expected}" + ("" if q.required else f" (default {q.default!r})")
                  for q in self.recorded]
-        return f"{fn_doc}\n\nArguments:\n" + "\n".join(lines) + "\n\nReturns the loop names the op mints " \
-            "(one name, or a tuple of them)."
+        returns = "Returns the loop names the op mints (one name, or a tuple of them)." if self.returns is None \
+            else "The loops it mints show in ``loops()``."
+        return f"{fn_doc}\n\nArguments:\n" + "\n".join(lines) + "\n\n" + returns
 
     def bind(self, program: ir.Program, args: Sequence[Any], kwargs: dict[str, Any],
              supplied: bool = True) -> dict[str, Any]:
@@ -97,10 +100,12 @@ class OpDecl:
 
     def method(self) -> Callable[..., Union[str, tuple[str, ...]]]:
         """The ``Schedule`` method of this op: it applies the op and returns the handles it mints."""
-        name = self.name
+        name, returns = self.name, self.returns
 
         def method(schedule: Any, *args: Any, **kwargs: Any) -> Union[str, tuple[str, ...]]:
             handles = schedule.apply(name, *args, **kwargs)
+            if returns is not None:
+                return returns(schedule.transforms[-1])
             return handles if len(handles) != 1 else handles[0]
 
         method.__name__, method.__qualname__, method.__doc__ = name, f"Schedule.{name}", self.doc
@@ -116,16 +121,18 @@ class OpDecl:
 OPS: dict[str, OpDecl] = {}
 
 
-def schedule_op(name: str, kinds: Sequence[Kind]) -> Callable[[Callable[..., Transformed]], Callable[..., Transformed]]:
+def schedule_op(name: str, kinds: Sequence[Kind], returns: Optional[Callable[[Transformed], Any]] = None,
+                ) -> Callable[[Callable[..., Transformed]], Callable[..., Transformed]]:
     """Register the decorated function ``fn(program, ...)`` as op ``name`` whose parameters after the
-    program have the argument kinds ``kinds``, in order. The decorated function validates its arguments."""
+    program have the argument kinds ``kinds``, in order; ``returns`` picks what the ``Schedule`` method
+    returns of the result (default: the handles). The decorated function validates its arguments."""
     def register(fn: Callable[..., Transformed]) -> Callable[..., Transformed]:
         params = list(inspect.signature(fn).parameters.values())[1:]
         if len(params) != len(kinds) or any(q.kind in (q.VAR_POSITIONAL, q.VAR_KEYWORD) for q in params):
             raise TypeError(f"op {name}: {len(kinds)} argument kinds declared for parameters "
                             f"{[q.name for q in params]}")
         decl = OpDecl(name, fn, tuple(Param(q.name, k, q.default, q.kind is q.KEYWORD_ONLY)
-                                      for q, k in zip(params, kinds)))
+                                      for q, k in zip(params, kinds)), returns)
         if any(q.kind.supplied and not q.keyword_only for q in decl.params):
             raise TypeError(f"op {name}: a supplied parameter is keyword-only")
         OPS[name] = decl

@@ -25,6 +25,9 @@ from .. import ir
 from .. import loopir as L
 from ..affine import Context
 from ..index import IBin, IConst, IExpr, conjuncts
+from ..mapper import Mapper
+
+_rebuilt = Mapper().rebuilt
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -61,6 +64,8 @@ def simplify_cond(cond: IExpr, ctx: Context) -> IExpr:
 
 
 def simplify_expr(e: L.SExpr, ctx: Context) -> L.SExpr:
+    """``e`` with the selects ``ctx`` decides folded; ``e`` itself when nothing folds (so that a statement whose
+    value is unchanged stays the same node)."""
     if isinstance(e, L.Sel):
         if isinstance(e.cond, L.Ix):
             c = simplify_cond(e.cond.expr, ctx)
@@ -68,13 +73,13 @@ def simplify_expr(e: L.SExpr, ctx: Context) -> L.SExpr:
                 return simplify_expr(e.a, ctx)
             if c == IConst(0):
                 return simplify_expr(e.b, ctx)
-            return L.Sel(L.Ix(c, e.cond.dtype), simplify_expr(e.a, ctx.with_fact(c)), simplify_expr(e.b, ctx), e.dtype)
-        return dataclasses.replace(e, cond=simplify_expr(e.cond, ctx), a=simplify_expr(e.a, ctx),
-                                   b=simplify_expr(e.b, ctx))
+            cond = e.cond if c == e.cond.expr else L.Ix(c, e.cond.dtype)
+            return _rebuilt(e, cond=cond, a=simplify_expr(e.a, ctx.with_fact(c)), b=simplify_expr(e.b, ctx))
+        return _rebuilt(e, cond=simplify_expr(e.cond, ctx), a=simplify_expr(e.a, ctx), b=simplify_expr(e.b, ctx))
     if isinstance(e, (L.Un, L.Cvt)):
-        return dataclasses.replace(e, x=simplify_expr(e.x, ctx))
+        return _rebuilt(e, x=simplify_expr(e.x, ctx))
     if isinstance(e, L.Bin):
-        return dataclasses.replace(e, a=simplify_expr(e.a, ctx), b=simplify_expr(e.b, ctx))
+        return _rebuilt(e, a=simplify_expr(e.a, ctx), b=simplify_expr(e.b, ctx))
     return e
 
 
