@@ -7,7 +7,7 @@
    block run it, with its representative threads and barriers explicit in loop form;
 3. **check the placed barriers** (CUDA, where the program binds a GPU scope): the checker's
    program obligations of that program (``noninterference`` per barrier phase,
-   ``barrier_uniform``, ``bounds``, ...);
+   ``barrier_uniform``, ``bounds``, ...; cached: ``checker.gate.checked_program``);
 4. **lower** (``lower.lower``): loop form -> ``Lowered`` (block / warp / lane participants as
    threads for CUDA, one after the other for C);
 5. **validate** (``validation.validate(program, lowered, sizes)``, with the program of step 2):
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from tilecert.checker.check import check_program
+from tilecert.checker.gate import checked_program
 from tilecert.checker.verdict import Report
 from tilecert.semantics import ir
 from tilecert.semantics.bindings import DEFAULT_TARGET, Target
@@ -57,7 +57,7 @@ def lower_for(target: str, program: ir.Program, sizes: Mapping[str, int],
         placed = place_barriers(p, hardware)
         if placed is not p:  # it binds a GPU scope: check what the threads run
             p = placed
-            report = check_program(p, sizes, target=hardware, subject=f"kernel {p.name} as its threads run it")
+            report = checked_program(p, sizes, target=hardware, subject=f"kernel {p.name} as its threads run it")
     lp = lower(p, sizes, threaded)
     validation = validate(p, lp, sizes)
     if refuses(validation):

@@ -21,6 +21,7 @@ import tilecert as tc
 from examples.gemm_gpu import gemm_gpu
 from tilecert.backends.cuda import CudaUnsupported, cases
 from tilecert.backends.cuda.emit import emit_cuda
+from tilecert.checker import gate
 from tilecert.checker.replay import replay_transform
 from tilecert.lowering import lower
 from tilecert.lowering.barriers import place_barriers
@@ -28,6 +29,7 @@ from tilecert.lowering.lower import bind_sizes
 from tilecert.lowering.pipeline import lower_for
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
+from tilecert.semantics.bindings import Target
 from tilecert.semantics.index import IBin, IConst, ISize, IVar, ibin
 from tilecert.strategies import gpu_schedules
 
@@ -188,6 +190,29 @@ def test_the_pipeline_places_barriers_only_for_cuda_and_validates_what_it_lowers
     cuda = lower_for("cuda", s.program, s.sizes)
     assert cuda.barriers.ok and cuda.validation.ok
     assert len(barriers(cuda.program.body)) == sum(1 for _ in re.finditer(r"Sync\(", repr(cuda.lowered.body)))
+
+
+def test_the_pipeline_checks_a_placed_program_once_per_text_sizes_and_target_and_a_changed_one_again(monkeypatch):
+    calls = []
+    real = gate.check_program
+
+    def counting(program, sizes=None, **kw):
+        calls.append((program.name, dict(sizes or {})))
+        return real(program, sizes, **kw)
+
+    monkeypatch.setattr(gate, "check_program", counting)
+    gate._CACHE.clear()
+    first = lower_for("cuda", two_phases(), {"N": 8})
+    again = lower_for("cuda-host", two_phases(), {"N": 8})  # another object, the same placed text: cached
+    assert first.barriers.ok and again.barriers is first.barriers and calls == [("phases", {"N": 8})]
+    assert lower_for("cuda", two_phases(), {"N": 9}).barriers.ok and calls[-1] == ("phases", {"N": 9})
+    divergent = lower_for("cuda", two_phases(IBin("eq", v(1), IConst(0))), {"N": 8})  # a changed program
+    assert len(calls) == 3 and result(divergent.barriers, "barrier_uniform").status == "disproved"
+    renamed = lower_for("cuda", dataclasses.replace(two_phases(), name="other"), {"N": 8})  # the same digest
+    assert len(calls) == 4 and {r.subject for r in renamed.barriers} == {"kernel other as its threads run it"}
+    small = lower_for("cuda", two_phases(), {"N": 8}, Target(max_shared_bytes=16))  # the 32-byte row is too big
+    assert len(calls) == 5 and result(small.barriers, "hardware_limits").status == "disproved"
+    assert lower_for("cuda", two_phases(), {"N": 8}).barriers is first.barriers and len(calls) == 5
 
 
 def test_the_cuda_emitter_renders_exactly_the_programs_barriers():
