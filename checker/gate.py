@@ -18,9 +18,7 @@ proved for N = 8 is never taken for N = 9, and an unknown from a symbolic check 
 retried at the concrete sizes asked for. Witnesses are not replayed here (a replay does
 not change a verdict); ``s.check().explain()`` shows them replayed.
 
-``checked_program`` caches the lowering pipeline's check of a program with its placed
-barriers under the same rule, keyed by the program's full text, the report's subject and
-the target (its witnesses are replayed).
+``cached`` is that rule for any report (the lowering pipeline caches its reports with it).
 """
 from __future__ import annotations
 
@@ -32,10 +30,10 @@ from typing import Callable, Hashable, Mapping, Optional, Union
 
 from tilecert.semantics import ir
 from tilecert.semantics.errors import Loc, TilecertError
-from tilecert.semantics.serialize import digest, dump
+from tilecert.semantics.serialize import digest
 from tilecert.semantics.transform import History
 
-from .check import check, check_program
+from .check import check
 from .solve import DEFAULT_TIMEOUT_MS
 from tilecert.semantics.bindings import DEFAULT_TARGET, Target
 from .verdict import DISPROVED, PROVED, UNKNOWN, Report
@@ -128,21 +126,13 @@ def checked(subject: Subject, sizes: Optional[Mapping[str, int]] = None, *, targ
     """The checker's report of ``subject`` at ``sizes`` (with a schedule's bound sizes), from the cache
     when a cached report answers the request (see the module doc)."""
     bound = {**(subject.sizes if isinstance(subject, History) else {}), **dict(sizes or {})}
-    return _cached((_key(subject), target, timeout_ms), bound,
+    return cached((_key(subject), target, timeout_ms), bound,
                    lambda: check(subject, sizes, target=target, timeout_ms=timeout_ms, replay=False))
 
 
-def checked_program(program: ir.Program, sizes: Mapping[str, int], *, target: Target = DEFAULT_TARGET,
-                    subject: str) -> Report:
-    """``check_program(program, sizes, target=target, subject=subject)`` (witnesses replayed), from the
-    cache under the rule of the module doc. Keyed by the program's full text (``dump``: its names and
-    locations, which the results and witnesses cite, not only its digest), ``subject`` and ``target``."""
-    return _cached(("program text", dump(program), subject, target, DEFAULT_TIMEOUT_MS), dict(sizes),
-                   lambda: check_program(program, sizes, target=target, subject=subject))
-
-
-def _cached(key: Hashable, bound: Mapping[str, int], run: Callable[[], Report]) -> Report:
-    """A cached report under ``key`` that answers a request at sizes ``bound``, else ``run()``'s (then cached)."""
+def cached(key: Hashable, bound: Mapping[str, int], run: Callable[[], Report]) -> Report:
+    """A report cached under ``key`` that answers a request at sizes ``bound`` (the rule of the module doc),
+    else ``run()``'s, then cached. ``key`` must name everything ``run``'s report depends on but ``bound``."""
     with _LOCK:
         reports = _CACHE.pop(key, [])
         found = next((r for r in reports if r.covers(bound) and (r.ok or r.sizes == bound)), None)

@@ -7,12 +7,16 @@
    block run it, with its representative threads and barriers explicit in loop form;
 3. **check the placed barriers** (CUDA, where the program binds a GPU scope): the checker's
    program obligations of that program (``noninterference`` per barrier phase,
-   ``barrier_uniform``, ``bounds``, ...; cached: ``checker.gate.checked_program``);
+   ``barrier_uniform``, ``bounds``, ...);
 4. **lower** (``lower.lower``): loop form -> ``Lowered`` (block / warp / lane participants as
    threads for CUDA, one after the other for C);
 5. **validate** (``validation.validate(program, lowered, sizes)``, with the program of step 2):
    translation validation of step 4 on the checker's engine (a ``Report``); a disproved coverage
    verdict is a ``ValidationError``.
+
+The reports of steps 3 and 5 are cached (``checker.gate.cached``), keyed by the full text of the
+program they judge (with its bound sizes and placed barriers), the sizes, and the hardware model
+(step 3) or whether the target runs threads (step 5: what step 4 lowers depends on nothing else).
 
 The backends then render the result (CUDA: ``backends/cuda/plan.py`` splits it into host code
 and launches, which inserts nothing).
@@ -22,10 +26,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from tilecert.checker.gate import checked_program
+from tilecert.checker.check import check_program
+from tilecert.checker.gate import cached
 from tilecert.checker.verdict import Report
 from tilecert.semantics import ir
 from tilecert.semantics.bindings import DEFAULT_TARGET, Target
+from tilecert.semantics.serialize import dump
 
 from .barriers import place_barriers
 from .lower import bind_sizes, lower
@@ -52,14 +58,15 @@ def lower_for(target: str, program: ir.Program, sizes: Mapping[str, int],
     """``program`` (scheduled loop form) lowered and validated for ``target`` with ``sizes`` bound."""
     threaded = target in THREADED
     p = bind_sizes(program, sizes)
+    placed = place_barriers(p, hardware) if threaded else p
+    text = dump(placed)  # the reports' key: names and locations too, which their results and witnesses cite
     report = None
-    if threaded:
-        placed = place_barriers(p, hardware)
-        if placed is not p:  # it binds a GPU scope: check what the threads run
-            p = placed
-            report = checked_program(p, sizes, target=hardware, subject=f"kernel {p.name} as its threads run it")
+    if placed is not p:  # it binds a GPU scope: check what the threads run
+        p = placed
+        report = cached(("placed barriers", text, hardware), sizes, lambda: check_program(
+            p, sizes, target=hardware, subject=f"kernel {p.name} as its threads run it"))
     lp = lower(p, sizes, threaded)
-    validation = validate(p, lp, sizes)
+    validation = cached(("validation", text, threaded), sizes, lambda: validate(p, lp, sizes))
     if refuses(validation):
         raise ValidationError(validation, f"lowering of {program.name}")
     return Lowering(p, lp, validation, report)

@@ -26,6 +26,7 @@ from tilecert.checker.replay import replay_transform
 from tilecert.lowering import lower
 from tilecert.lowering.barriers import place_barriers
 from tilecert.lowering.lower import bind_sizes
+from tilecert.lowering import pipeline
 from tilecert.lowering.pipeline import lower_for
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
@@ -193,23 +194,32 @@ def test_the_pipeline_places_barriers_only_for_cuda_and_validates_what_it_lowers
 
 
 def test_the_pipeline_checks_a_placed_program_once_per_text_sizes_and_target_and_a_changed_one_again(monkeypatch):
-    calls = []
-    real = gate.check_program
+    calls, validated = [], []
+    real_check, real_validate = pipeline.check_program, pipeline.validate
 
     def counting(program, sizes=None, **kw):
         calls.append((program.name, dict(sizes or {})))
-        return real(program, sizes, **kw)
+        return real_check(program, sizes, **kw)
 
-    monkeypatch.setattr(gate, "check_program", counting)
+    def validating(p, lp, sizes=None):
+        validated.append(p.name)
+        return real_validate(p, lp, sizes)
+
+    monkeypatch.setattr(pipeline, "check_program", counting)
+    monkeypatch.setattr(pipeline, "validate", validating)
     gate._CACHE.clear()
     first = lower_for("cuda", two_phases(), {"N": 8})
     again = lower_for("cuda-host", two_phases(), {"N": 8})  # another object, the same placed text: cached
     assert first.barriers.ok and again.barriers is first.barriers and calls == [("phases", {"N": 8})]
+    assert again.validation is first.validation and first.validation.ok and validated == ["phases"]
+    c = lower_for("c", two_phases(), {"N": 8})  # no threads: its own lowering, validated on its own
+    assert c.barriers is None and c.validation.ok and len(validated) == 2 and len(calls) == 1
     assert lower_for("cuda", two_phases(), {"N": 9}).barriers.ok and calls[-1] == ("phases", {"N": 9})
     divergent = lower_for("cuda", two_phases(IBin("eq", v(1), IConst(0))), {"N": 8})  # a changed program
     assert len(calls) == 3 and result(divergent.barriers, "barrier_uniform").status == "disproved"
     renamed = lower_for("cuda", dataclasses.replace(two_phases(), name="other"), {"N": 8})  # the same digest
     assert len(calls) == 4 and {r.subject for r in renamed.barriers} == {"kernel other as its threads run it"}
+    assert {r.subject for r in renamed.validation} == {"lowering of other"} and len(validated) == 5
     small = lower_for("cuda", two_phases(), {"N": 8}, Target(max_shared_bytes=16))  # the 32-byte row is too big
     assert len(calls) == 5 and result(small.barriers, "hardware_limits").status == "disproved"
     assert lower_for("cuda", two_phases(), {"N": 8}).barriers is first.barriers and len(calls) == 5
