@@ -15,8 +15,9 @@
    verdict is a ``ValidationError``.
 
 The reports of steps 3 and 5 are cached (``checker.gate.cached``), keyed by the full text of the
-program they judge (with its bound sizes and placed barriers), the sizes, and the hardware model
-(step 3) or whether the target runs threads (step 5: what step 4 lowers depends on nothing else).
+program they judge (with its bound sizes and placed barriers: the names and locations too, which
+their results and witnesses cite), the sizes, and the hardware model (step 3) or the lowered
+program (step 5).
 
 The backends then render the result (CUDA: ``backends/cuda/plan.py`` splits it into host code
 and launches, which inserts nothing).
@@ -59,14 +60,14 @@ def lower_for(target: str, program: ir.Program, sizes: Mapping[str, int],
     threaded = target in THREADED
     p = bind_sizes(program, sizes)
     placed = place_barriers(p, hardware) if threaded else p
-    text = dump(placed)  # the reports' key: names and locations too, which their results and witnesses cite
+    text = dump(placed)
     report = None
     if placed is not p:  # it binds a GPU scope: check what the threads run
         p = placed
         report = cached(("placed barriers", text, hardware), sizes, lambda: check_program(
             p, sizes, target=hardware, subject=f"kernel {p.name} as its threads run it"))
     lp = lower(p, sizes, threaded)
-    validation = cached(("validation", text, threaded), sizes, lambda: validate(p, lp, sizes))
+    validation = cached(("validation", text, repr(lp)), sizes, lambda: validate(p, lp, sizes))
     if refuses(validation):
         raise ValidationError(validation, f"lowering of {program.name}")
     return Lowering(p, lp, validation, report)

@@ -26,13 +26,15 @@ from tilecert.checker.replay import replay_transform
 from tilecert.lowering import lower
 from tilecert.lowering.barriers import place_barriers
 from tilecert.lowering.lower import bind_sizes
-from tilecert.lowering import pipeline
+from tilecert.lowering.program import Store
+from tilecert.lowering import ValidationError, pipeline
 from tilecert.lowering.pipeline import lower_for
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
 from tilecert.semantics.bindings import Target
 from tilecert.semantics.index import IBin, IConst, ISize, IVar, ibin
 from tilecert.strategies import gpu_schedules
+from tests.test_lowering import replace_nodes
 
 emit = functools.partial(tc.emit, allow_unproved=True)
 FULL = os.environ.get("TILECERT_FULL") == "1"
@@ -223,6 +225,12 @@ def test_the_pipeline_checks_a_placed_program_once_per_text_sizes_and_target_and
     small = lower_for("cuda", two_phases(), {"N": 8}, Target(max_shared_bytes=16))  # the 32-byte row is too big
     assert len(calls) == 5 and result(small.barriers, "hardware_limits").status == "disproved"
     assert lower_for("cuda", two_phases(), {"N": 8}).barriers is first.barriers and len(calls) == 5
+    real_lower = pipeline.lower  # a lowering that writes every cell twice: its own validation refuses it
+    monkeypatch.setattr(pipeline, "lower", lambda p, sizes, threaded: dataclasses.replace(
+        real_lower(p, sizes, threaded), body=replace_nodes(real_lower(p, sizes, threaded).body,
+                                                           lambda n: [n, n] if isinstance(n, Store) else [n])))
+    with pytest.raises(ValidationError, match="coverage disproved"):
+        lower_for("cuda", two_phases(), {"N": 8})
 
 
 def test_the_cuda_emitter_renders_exactly_the_programs_barriers():
