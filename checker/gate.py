@@ -17,6 +17,8 @@ checked at exactly ``S``; otherwise the subject is checked again at ``S``. So a 
 proved for N = 8 is never taken for N = 9, and an unknown from a symbolic check is
 retried at the concrete sizes asked for. Witnesses are not replayed here (a replay does
 not change a verdict); ``s.check().explain()`` shows them replayed.
+
+``cached`` is that rule for any report (the lowering pipeline caches its reports with it).
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Hashable, Mapping, Optional, Union
+from typing import Callable, Hashable, Mapping, Optional, Union
 
 from tilecert.semantics import ir
 from tilecert.semantics.errors import Loc, TilecertError
@@ -124,12 +126,18 @@ def checked(subject: Subject, sizes: Optional[Mapping[str, int]] = None, *, targ
     """The checker's report of ``subject`` at ``sizes`` (with a schedule's bound sizes), from the cache
     when a cached report answers the request (see the module doc)."""
     bound = {**(subject.sizes if isinstance(subject, History) else {}), **dict(sizes or {})}
-    key = (_key(subject), target, timeout_ms)
+    return cached((_key(subject), target, timeout_ms), bound,
+                   lambda: check(subject, sizes, target=target, timeout_ms=timeout_ms, replay=False))
+
+
+def cached(key: Hashable, bound: Mapping[str, int], run: Callable[[], Report]) -> Report:
+    """A report cached under ``key`` that answers a request at sizes ``bound`` (the rule of the module doc),
+    else ``run()``'s, then cached. ``key`` must name everything ``run``'s report depends on but ``bound``."""
     with _LOCK:
         reports = _CACHE.pop(key, [])
         found = next((r for r in reports if r.covers(bound) and (r.ok or r.sizes == bound)), None)
         if found is None:
-            found = check(subject, sizes, target=target, timeout_ms=timeout_ms, replay=False)
+            found = run()
             reports = reports + [found]
         _CACHE[key] = reports  # most recently used last
         while len(_CACHE) > CACHE_SIZE:

@@ -14,6 +14,11 @@
    translation validation of step 4 on the checker's engine (a ``Report``); a disproved coverage
    verdict is a ``ValidationError``.
 
+The reports of steps 3 and 5 are cached (``checker.gate.cached``), keyed by the full text of the
+program they judge (with its bound sizes and placed barriers: the names and locations too, which
+their results and witnesses cite), the sizes, and the hardware model (step 3) or the lowered
+program (step 5).
+
 The backends then render the result (CUDA: ``backends/cuda/plan.py`` splits it into host code
 and launches, which inserts nothing).
 """
@@ -23,9 +28,11 @@ from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from tilecert.checker.check import check_program
+from tilecert.checker.gate import cached
 from tilecert.checker.verdict import Report
 from tilecert.semantics import ir
 from tilecert.semantics.bindings import DEFAULT_TARGET, Target
+from tilecert.semantics.serialize import dump
 
 from .barriers import place_barriers
 from .lower import bind_sizes, lower
@@ -52,14 +59,15 @@ def lower_for(target: str, program: ir.Program, sizes: Mapping[str, int],
     """``program`` (scheduled loop form) lowered and validated for ``target`` with ``sizes`` bound."""
     threaded = target in THREADED
     p = bind_sizes(program, sizes)
+    placed = place_barriers(p, hardware) if threaded else p
+    text = dump(placed)
     report = None
-    if threaded:
-        placed = place_barriers(p, hardware)
-        if placed is not p:  # it binds a GPU scope: check what the threads run
-            p = placed
-            report = check_program(p, sizes, target=hardware, subject=f"kernel {p.name} as its threads run it")
+    if placed is not p:  # it binds a GPU scope: check what the threads run
+        p = placed
+        report = cached(("placed barriers", text, hardware), sizes, lambda: check_program(
+            p, sizes, target=hardware, subject=f"kernel {p.name} as its threads run it"))
     lp = lower(p, sizes, threaded)
-    validation = validate(p, lp, sizes)
+    validation = cached(("validation", text, repr(lp)), sizes, lambda: validate(p, lp, sizes))
     if refuses(validation):
         raise ValidationError(validation, f"lowering of {program.name}")
     return Lowering(p, lp, validation, report)

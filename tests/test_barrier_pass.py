@@ -21,15 +21,20 @@ import tilecert as tc
 from examples.gemm_gpu import gemm_gpu
 from tilecert.backends.cuda import CudaUnsupported, cases
 from tilecert.backends.cuda.emit import emit_cuda
+from tilecert.checker import gate
 from tilecert.checker.replay import replay_transform
 from tilecert.lowering import lower
 from tilecert.lowering.barriers import place_barriers
 from tilecert.lowering.lower import bind_sizes
+from tilecert.lowering.program import Store
+from tilecert.lowering import ValidationError, pipeline
 from tilecert.lowering.pipeline import lower_for
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
+from tilecert.semantics.bindings import Target
 from tilecert.semantics.index import IBin, IConst, ISize, IVar, ibin
 from tilecert.strategies import gpu_schedules
+from tests.test_lowering import replace_nodes
 
 emit = functools.partial(tc.emit, allow_unproved=True)
 FULL = os.environ.get("TILECERT_FULL") == "1"
@@ -188,6 +193,44 @@ def test_the_pipeline_places_barriers_only_for_cuda_and_validates_what_it_lowers
     cuda = lower_for("cuda", s.program, s.sizes)
     assert cuda.barriers.ok and cuda.validation.ok
     assert len(barriers(cuda.program.body)) == sum(1 for _ in re.finditer(r"Sync\(", repr(cuda.lowered.body)))
+
+
+def test_the_pipeline_checks_a_placed_program_once_per_text_sizes_and_target_and_a_changed_one_again(monkeypatch):
+    calls, validated = [], []
+    real_check, real_validate = pipeline.check_program, pipeline.validate
+
+    def counting(program, sizes=None, **kw):
+        calls.append((program.name, dict(sizes or {})))
+        return real_check(program, sizes, **kw)
+
+    def validating(p, lp, sizes=None):
+        validated.append(p.name)
+        return real_validate(p, lp, sizes)
+
+    monkeypatch.setattr(pipeline, "check_program", counting)
+    monkeypatch.setattr(pipeline, "validate", validating)
+    gate._CACHE.clear()
+    first = lower_for("cuda", two_phases(), {"N": 8})
+    again = lower_for("cuda-host", two_phases(), {"N": 8})  # another object, the same placed text: cached
+    assert first.barriers.ok and again.barriers is first.barriers and calls == [("phases", {"N": 8})]
+    assert again.validation is first.validation and first.validation.ok and validated == ["phases"]
+    c = lower_for("c", two_phases(), {"N": 8})  # no threads: its own lowering, validated on its own
+    assert c.barriers is None and c.validation.ok and len(validated) == 2 and len(calls) == 1
+    assert lower_for("cuda", two_phases(), {"N": 9}).barriers.ok and calls[-1] == ("phases", {"N": 9})
+    divergent = lower_for("cuda", two_phases(IBin("eq", v(1), IConst(0))), {"N": 8})  # a changed program
+    assert len(calls) == 3 and result(divergent.barriers, "barrier_uniform").status == "disproved"
+    renamed = lower_for("cuda", dataclasses.replace(two_phases(), name="other"), {"N": 8})  # the same digest
+    assert len(calls) == 4 and {r.subject for r in renamed.barriers} == {"kernel other as its threads run it"}
+    assert {r.subject for r in renamed.validation} == {"lowering of other"} and len(validated) == 5
+    small = lower_for("cuda", two_phases(), {"N": 8}, Target(max_shared_bytes=16))  # the 32-byte row is too big
+    assert len(calls) == 5 and result(small.barriers, "hardware_limits").status == "disproved"
+    assert lower_for("cuda", two_phases(), {"N": 8}).barriers is first.barriers and len(calls) == 5
+    real_lower = pipeline.lower  # a lowering that writes every cell twice: its own validation refuses it
+    monkeypatch.setattr(pipeline, "lower", lambda p, sizes, threaded: dataclasses.replace(
+        real_lower(p, sizes, threaded), body=replace_nodes(real_lower(p, sizes, threaded).body,
+                                                           lambda n: [n, n] if isinstance(n, Store) else [n])))
+    with pytest.raises(ValidationError, match="coverage disproved"):
+        lower_for("cuda", two_phases(), {"N": 8})
 
 
 def test_the_cuda_emitter_renders_exactly_the_programs_barriers():
