@@ -63,7 +63,7 @@ from tilecert.semantics import loopir as L
 from tilecert.semantics.index import IConst, IExpr, IVar, free_vars
 from tilecert.semantics.mapper import Mapper, map_loads
 from tilecert.semantics.printer import sexpr
-from tilecert.semantics.transform import Copy, DataMap, Forward, Renamed, Ring, Tau
+from tilecert.semantics.transform import Copy, DataMap, Expanded, Forward, Lifted, Renamed, Ring, Tau
 
 from .correspondence import Correspondence, correspond
 from .formula import Term, cmp, conj, differ, disj, equal_all, exists, term_of
@@ -87,7 +87,8 @@ def through_temporaries(c: Correspondence, tau: Tau, timeout_ms: int, datamaps: 
 def read_through(c: Correspondence, tau: Tau, timeout_ms: int,
                  datamaps: Sequence[DataMap] = ()) -> tuple[Compared, Optional[Verdict]]:
     """``c`` when the transform introduced no buffer; otherwise the correspondence of the old program with the
-    new one read through its declared buffers (rings, then copies restored, then forwards inlined), or the
+    new one read through its declared buffers (lifted and expanded declarations restored, ``allocations.py``,
+    then rings, then copies restored, then forwards inlined), or the
     reason it cannot be; and the verdict on the declarations (None when the op declares none)."""
     declared = {d.buffer: d for d in datamaps if not isinstance(d, Renamed)}
     if c.new.problems or not (c.fresh or declared):
@@ -103,11 +104,15 @@ def read_through(c: Correspondence, tau: Tau, timeout_ms: int,
         why = (f"the transformed program redeclares a visible name ({c.new.shadows[0]}): reading it through its "
                "declared buffers, which rewrites accesses by name, could change which buffer an access names")
         return why, unknown(why, "structure")
+    from .allocations import restore_expanded, restore_lifted  # it reads through with this module's cases
     engines: set[str] = set()
-    for stage, kind in ((restore_rings, Ring), (restore_copies, Copy), (inline, Forward)):
-        mine = [(f, declared[f.name]) for f in c.fresh if isinstance(declared[f.name], kind)]
+    pending = list(datamaps)  # a restored declaration's buffer may keep its name: it then stands for the old one
+    for stage, kind in ((restore_lifted, Lifted), (restore_expanded, Expanded), (restore_rings, Ring),
+                        (restore_copies, Copy), (inline, Forward)):
+        mine = [(f, declared[f.name]) for f in c.fresh if isinstance(declared.get(f.name), kind)]
         if not mine:
             continue
+        pending = [d for d in pending if not isinstance(d, kind)]
         out = stage(c.new, mine, timeout_ms)
         what = f"{', '.join(f.name for f, _ in mine)} (declared {kind.__name__})"
         if isinstance(out, Verdict):
@@ -118,7 +123,11 @@ def read_through(c: Correspondence, tau: Tau, timeout_ms: int,
         if m.problems:
             why = f"the program read through {what} is ill-formed: {m.problems[0]}"
             return why, unknown(why, "structure")
-        c = correspond(c.old, m, tau, timeout_ms, datamaps)
+        c = correspond(c.old, m, tau, timeout_ms, pending)
+    if c.fresh:
+        why = (f"read through its declarations, the transformed program still declares {c.fresh[0].name} with no "
+               "counterpart in the old one (its restored declaration differs)")
+        return why, unknown(why, "structure")
     return c, proved("+".join(sorted(engines)))
 
 
