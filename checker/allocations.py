@@ -16,14 +16,18 @@ terms and axes dropped) computes what the new one does, access for access, in bo
 
 ``Lifted(f, v_1..v_k)``: ``f`` is declared directly before the loop of ``v_1``, whose body holds the loop
 of ``v_2`` and so on down to ``v_k`` (structure); every access of ``f`` lies inside ``v_k``'s loop, and
-for accesses ``a`` of ``x`` and ``b`` of ``y`` of one allocation:
+for every read (or update) ``a`` of ``x`` and write ``b`` of ``y`` of one allocation in another iteration
+(``it(x) != it(y)``, ``it`` the coordinates on ``v_1..v_k``) that does not run after it:
 
-    (2) x in D, y in D, guards, (x_v1..x_vk) != (y_v1..y_vk)  =>  cell_a(x) != cell_b(y)
+    (2) x, y in D, guards, cell_a(x) = cell_b(y), it(x) != it(y), not HB(x, y)
+            =>  exists z writing that cell, it(z) = it(x), HB(y, z), HB(z, x)
 
-Then, with the declaration put back at the start of ``v_k``'s body (one zeroed allocation per
-iteration), each iteration finds its cells zero in the new program too (no other iteration
-touches them) and every access sees the same value: the restored program computes what the new
-one does. A point where (1) or (2) fails disproves the declaration, with the instances.
+So the last write a read sees is of its own iteration, or there is none (and the cell still holds
+the allocation's zero): with the declaration put back at the start of ``v_k``'s body (one zeroed
+allocation per iteration), every access sees the same value and the restored program computes
+what the new one does. Disjoint cells (after ``expand_dim``) satisfy (2) vacuously; so does an
+iteration that writes a cell before reading it, in serial loops (concurrent iterations have no
+``HB`` between them). A point where (1) or (2) fails disproves the declaration, with the instances.
 """
 from __future__ import annotations
 
@@ -36,10 +40,10 @@ from tilecert.semantics.index import IVar, ibin
 from tilecert.semantics.mapper import Mapper
 from tilecert.semantics.transform import Expanded, Lifted
 
-from .formula import conj, differ, equal_all, term_of
+from .formula import conj, differ, disj, equal_all, exists, negate, term_of
 from .forwarding import _decided, _refused
 from .model import BufferRec, Model, Stmt, access_guard, domain, index_terms, inst, same_cell
-from .order import Names
+from .order import Names, happens_before
 from .solve import Case
 from .verdict import Verdict, unknown
 
@@ -150,25 +154,43 @@ def restore_lifted(m: Model, fresh: list[tuple[BufferRec, Lifted]],
         users = _users(m, f)
         if not all(any(lp.node is chain[-1] for lp in s.loops) for s in users):
             return unknown(f"{f.name} is accessed outside the loops it is declared lifted out of", "structure")
-        owner = len(f.owner_loops)
-        for i, s in enumerate(users):
-            for t in users[i:]:
-                for ja, a in enumerate(a for a in s.accesses if a.buffer is f):
-                    for jb, b in enumerate(b for b in t.accesses if b.buffer is f):
-                        x = inst(s, names.prefix())
-                        y = inst(t, names.prefix(), share=(x, owner))
-                        cases.append(Case(f"lifted{f.decl.id}_{s.id}_{ja}_{t.id}_{jb}",
-                                          conj(domain(m, x), domain(m, y), access_guard(m, x, a),
-                                               access_guard(m, y, b), same_cell(m, x, a, y, b),
-                                               differ([x.at[v] for v in d.loops], [y.at[v] for v in d.loops])),
-                                          about=(f"two iterations of the loops {f.name} was lifted out of touch one "
-                                                 f"cell of it (`{s.label()}` and `{t.label()}`): a value flows "
-                                                 "across them", (x, y))))
+        cases += _flow_cases(m, f, d, users, names)
         moves[id(chain[-1])] = f.decl.node
     decided = _decided(cases, timeout_ms)
     if isinstance(decided, Verdict):
         return decided
     return dataclasses.replace(m.program, body=_PutBack(moves).map_block(m.program.body)), decided
+
+
+def _flow_cases(m: Model, f: BufferRec, d: Lifted, users: list[Stmt], names: Names) -> list[Case]:
+    """Condition (2) of lifted ``f``: a read of a cell that another iteration writes before it (or with no
+    order) finds a write of its own iteration in between."""
+    owner, k = len(f.owner_loops), len(d.loops)
+    writes = [(t, b) for t in users for b in t.accesses if b.buffer is f and b.writes]
+    cases = []
+    for s in users:
+        for ja, a in enumerate(a for a in s.accesses if a.buffer is f and a.mode != "write"):
+            for jb, (t, b) in enumerate(writes):
+                x = inst(s, names.prefix())
+                y = inst(t, names.prefix(), share=(x, owner))
+                between = []
+                for w, c in writes:
+                    z = inst(w, names.prefix(), share=(x, owner + k))
+                    between.append(exists(z.owned(owner + k), conj(domain(m, z), access_guard(m, z, c),
+                                                                    same_cell(m, z, c, x, a),
+                                                                    happens_before(m, z, x, names),
+                                                                    happens_before(m, y, z, names))))
+                cases.append(Case(f"lifted{f.decl.id}_{s.id}_{ja}_{jb}",
+                                  conj(domain(m, x), domain(m, y), access_guard(m, x, a), access_guard(m, y, b),
+                                       same_cell(m, x, a, y, b),
+                                       differ([x.at[v] for v in d.loops], [y.at[v] for v in d.loops]),
+                                       negate(happens_before(m, x, y, names))),
+                                  disj(*between),
+                                  about=(f"`{t.label()}` writes a cell of {f.name} in another iteration of the loops "
+                                         f"it was lifted out of, before `{s.label()}` reads it (or with no order) and "
+                                         "with no write of the reader's iteration in between: a value flows "
+                                         "across the iterations", (y, x))))
+    return cases
 
 
 class _PutBack(Mapper):

@@ -256,6 +256,8 @@ SAMPLES = {
     "pad": [("pad", ("a.load.K", 8))],
     "expand_zero": [("expand_zero", ("acc",))],
     "privatize": [("privatize", ("acc", "k"))],
+    "expand_dim": [("expand_dim", ("acc", ["nest.0", "nest.1"]))],
+    "lift_alloc": [("expand_dim", ("acc", ["nest.1"])), ("lift_alloc", ("acc", "nest.1"))],
 }
 
 
