@@ -38,6 +38,7 @@ GOOD: dict[str, dict[str, Any]] = {
     "remove_unit": dict(loop="k"), "bind": dict(loop="nest.0", kind="grid0"), "expand_zero": dict(buffer="acc"),
     "pad": dict(loop="a.load.K", to_multiple_of=8), "partition": dict(loop="a.load.K", breakpoints=[3]),
     "unroll": dict(loop="a.load.K"), "privatize": dict(target="acc", over="acc.mma.K"),
+    "expand_dim": dict(buffer="acc", loops=["nest.1", "nest.0"]), "lift_alloc": dict(buffer="acc", loop="nest.1"),
 }
 
 
