@@ -40,7 +40,7 @@ from tilecert.semantics.index import IVar, ibin
 from tilecert.semantics.mapper import Mapper
 from tilecert.semantics.transform import Expanded, Lifted
 
-from .formula import conj, differ, disj, equal_all, exists, negate, term_of
+from .formula import conj, differ, disj, equal_all, exists, term_of
 from .forwarding import _decided, _refused
 from .model import BufferRec, Model, Stmt, access_guard, domain, index_terms, inst, same_cell
 from .order import Names, happens_before
@@ -183,9 +183,8 @@ def _flow_cases(m: Model, f: BufferRec, d: Lifted, users: list[Stmt], names: Nam
                 cases.append(Case(f"lifted{f.decl.id}_{s.id}_{ja}_{jb}",
                                   conj(domain(m, x), domain(m, y), access_guard(m, x, a), access_guard(m, y, b),
                                        same_cell(m, x, a, y, b),
-                                       differ([x.at[v] for v in d.loops], [y.at[v] for v in d.loops]),
-                                       negate(happens_before(m, x, y, names))),
-                                  disj(*between),
+                                       differ([x.at[v] for v in d.loops], [y.at[v] for v in d.loops])),
+                                  disj(happens_before(m, x, y, names), *between),
                                   about=(f"`{t.label()}` writes a cell of {f.name} in another iteration of the loops "
                                          f"it was lifted out of, before `{s.label()}` reads it (or with no order) and "
                                          "with no write of the reader's iteration in between: a value flows "
