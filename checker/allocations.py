@@ -41,7 +41,7 @@ from tilecert.semantics.mapper import Mapper
 from tilecert.semantics.transform import Expanded, Lifted
 
 from .formula import conj, differ, disj, equal_all, exists, term_of
-from .forwarding import _decided, _refused
+from .forwarding import _alone, _decided, _refused
 from .model import BufferRec, Model, Stmt, access_guard, domain, index_terms, inst, same_cell
 from .order import Names, happens_before
 from .solve import Case
@@ -50,10 +50,6 @@ from .verdict import Verdict, unknown
 
 def _users(m: Model, f: BufferRec) -> list[Stmt]:
     return [s for s in m.statements if s.kind != "decl" and any(a.buffer is f for a in s.accesses)]
-
-
-def _alone(m: Model, f: BufferRec) -> bool:
-    return sum(b.name == f.name for b in m.buffers) == 1 and not m.shadows
 
 
 # ----------------------------------------------------------------------------- expanded
