@@ -40,8 +40,8 @@ from tilecert.semantics.index import IVar, ibin
 from tilecert.semantics.mapper import Mapper
 from tilecert.semantics.transform import Expanded, Lifted
 
+from .declarations import alone, decided, refused
 from .formula import conj, differ, disj, equal_all, exists, term_of
-from .forwarding import _alone, _decided, _refused
 from .model import BufferRec, Model, Stmt, access_guard, domain, index_terms, inst, same_cell
 from .order import Names, happens_before
 from .solve import Case
@@ -61,14 +61,14 @@ def restore_expanded(m: Model, fresh: list[tuple[BufferRec, Expanded]],
     names = Names()
     drop: dict[str, int] = {}
     for f, d in fresh:
-        if not _alone(m, f):
+        if not alone(m, f):
             return unknown(f"the name of expanded buffer {f.name} is declared twice", "structure")
         owners = {lp.var: lp for lp in f.owner_loops}
         k = len(d.loops)
         if not set(d.loops) <= set(owners) or len(set(d.loops)) != k or len(f.shape) < k:
-            return _refused(f"{f.name} is declared expanded over loops that do not own it")
+            return refused(f"{f.name} is declared expanded over loops that do not own it")
         if any(f.shape[i] != owners[v].node.extent for i, v in enumerate(d.loops)):
-            return _refused(f"the leading axes of {f.name} are not the extents of the loops it is expanded over")
+            return refused(f"the leading axes of {f.name} are not the extents of the loops it is expanded over")
         for s in _users(m, f):
             for j, a in enumerate(a for a in s.accesses if a.buffer is f):
                 x = inst(s, names.prefix())
@@ -78,10 +78,10 @@ def restore_expanded(m: Model, fresh: list[tuple[BufferRec, Expanded]],
                                   about=(f"`{s.label()}` indexes the leading axes of {f.name} by other than "
                                          "the iteration that owns the allocation", (x,))))
         drop[f.name] = k
-    decided = _decided(cases, timeout_ms)
-    if isinstance(decided, Verdict):
-        return decided
-    return dataclasses.replace(m.program, body=_Narrowed(drop).map_block(m.program.body)), decided
+    engine = decided(cases, timeout_ms)
+    if isinstance(engine, Verdict):
+        return engine
+    return dataclasses.replace(m.program, body=_Narrowed(drop).map_block(m.program.body)), engine
 
 
 class _Narrowed(Mapper):
@@ -141,7 +141,7 @@ def restore_lifted(m: Model, fresh: list[tuple[BufferRec, Lifted]],
     names = Names()
     moves: dict[int, L.Decl] = {}  # id(innermost loop) -> the declaration to put back in it
     for f, d in fresh:
-        if not _alone(m, f):
+        if not alone(m, f):
             return unknown(f"the name of lifted buffer {f.name} is declared twice", "structure")
         chain = _chain(m.program.body, f.decl.node, d.loops) if d.loops else None
         if chain is None:
@@ -152,10 +152,10 @@ def restore_lifted(m: Model, fresh: list[tuple[BufferRec, Lifted]],
             return unknown(f"{f.name} is accessed outside the loops it is declared lifted out of", "structure")
         cases += _flow_cases(m, f, d, users, names)
         moves[id(chain[-1])] = f.decl.node
-    decided = _decided(cases, timeout_ms)
-    if isinstance(decided, Verdict):
-        return decided
-    return dataclasses.replace(m.program, body=_PutBack(moves).map_block(m.program.body)), decided
+    engine = decided(cases, timeout_ms)
+    if isinstance(engine, Verdict):
+        return engine
+    return dataclasses.replace(m.program, body=_PutBack(moves).map_block(m.program.body)), engine
 
 
 def _flow_cases(m: Model, f: BufferRec, d: Lifted, users: list[Stmt], names: Names) -> list[Case]:

@@ -65,13 +65,14 @@ from tilecert.semantics.mapper import Mapper, map_loads
 from tilecert.semantics.printer import sexpr
 from tilecert.semantics.transform import Copy, DataMap, Expanded, Forward, Lifted, Renamed, Ring, Tau
 
+from .allocations import restore_expanded, restore_lifted
 from .correspondence import Correspondence, correspond
+from .declarations import alone as _alone, decided as _decided, refused as _refused
 from .formula import Term, cmp, conj, differ, disj, equal_all, exists, term_of
 from .model import BufferRec, Inst, Model, Stmt, access_guard, domain, in_bounds, index_terms, inst, same_cell
-from .obligations.common import instance_of, sizes_of
 from .order import Names, happens_before
-from .solve import Case, Outcome, search
-from .verdict import Verdict, Witness, disproved, proved, unknown
+from .solve import Case
+from .verdict import Verdict, proved, unknown
 
 FORMULA = ("each buffer the op mints holds what it declares: a copy cell its source cell over its live range, a "
            "forward its expression where read, a ring slot the version its use reads")
@@ -104,7 +105,6 @@ def read_through(c: Correspondence, tau: Tau, timeout_ms: int,
         why = (f"the transformed program redeclares a visible name ({c.new.shadows[0]}): reading it through its "
                "declared buffers, which rewrites accesses by name, could change which buffer an access names")
         return why, unknown(why, "structure")
-    from .allocations import restore_expanded, restore_lifted  # it reads through with this module's cases
     engines: set[str] = set()
     pending = list(datamaps)  # a restored declaration's buffer may keep its name: it then stands for the old one
     for stage, kind in ((restore_lifted, Lifted), (restore_expanded, Expanded), (restore_rings, Ring),
@@ -131,25 +131,7 @@ def read_through(c: Correspondence, tau: Tau, timeout_ms: int,
     return c, proved("+".join(sorted(engines)))
 
 
-# ----------------------------------------------------------------------------- verdicts of the declaration cases
-def _decided(cases: list[Case], timeout_ms: int) -> Union[str, Verdict]:
-    """The engine when no case has a counterexample; else the verdict: disproved with the instances of the
-    first point (``Case.about`` is ``(summary, instances)``), or unknown with the reason."""
-    out: Outcome = search(cases, timeout_ms)
-    if out.status == "empty":
-        return out.engine or "structure"
-    if out.status == "unknown":
-        return unknown(out.reason, out.engine)
-    summary, insts = out.case.about
-    return disproved(Witness(summary, sizes_of(out.point), tuple(instance_of(x, out.point, "new") for x in insts)),
-                     out.engine)
-
-
-def _refused(summary: str) -> Verdict:
-    """A declaration the program contradicts as written (a named statement of another form)."""
-    return disproved(Witness(summary), "structure")
-
-
+# ----------------------------------------------------------------------------- statements a declaration names
 def _statements(m: Model, *nodes: Any) -> Optional[list[Stmt]]:
     """The statements of ``m`` whose nodes are ``nodes`` (by identity); None when one is missing."""
     by_node = {id(s.node): s for s in m.statements}
@@ -159,11 +141,6 @@ def _statements(m: Model, *nodes: Any) -> Optional[list[Stmt]]:
 
 def _inside(s: Stmt, owner: tuple) -> bool:
     return len(s.loops) >= len(owner) and all(a.node is b.node for a, b in zip(s.loops, owner))
-
-
-def _alone(m: Model, *bufs: BufferRec) -> bool:
-    """No two buffers of ``m`` share a name with one of ``bufs`` (so rewriting by name is exact)."""
-    return all(sum(b.name == x.name for b in m.buffers) == 1 for x in bufs)
 
 
 def _stray(f: BufferRec, maps: Sequence[IExpr], bound: Sequence[int]) -> Optional[Verdict]:
