@@ -71,6 +71,8 @@ def restore_expanded(m: Model, fresh: list[tuple[BufferRec, Expanded]],
             return refused(f"the leading axes of {f.name} are not the extents of the loops it is expanded over")
         for s in _users(m, f):
             for j, a in enumerate(a for a in s.accesses if a.buffer is f):
+                if a.index is None or len(a.index) != len(f.shape):
+                    return unknown(f"`{s.label()}` indexes {f.name} with another rank than it has", "structure")
                 x = inst(s, names.prefix())
                 want = [term_of(ibin("sub", IVar(v, 0), owners[v].node.start), m.env(x.at)) for v in d.loops]
                 cases.append(Case(f"lead{f.decl.id}_{s.id}_{j}", conj(domain(m, x), access_guard(m, x, a)),
