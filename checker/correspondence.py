@@ -19,7 +19,8 @@ An *image* of ``s'`` is an old statement ``s`` with the applicable pieces, and t
 per new statement in program order, declarations first (their matching is the buffer
 correspondence, from the op's declarations, ``semantics.transform``: a declaration the
 op ``Renamed`` matches one of its original, a buffer it minted as a ``Copy``, ``Forward`` or
-``Ring`` matches none, any other declaration one of the same name; each of the same dtype, scope and
+``Ring`` or declared ``Expanded`` or ``Lifted`` matches none (``forwarding.read_through`` restores it
+first), any other declaration one of the same name; each of the same dtype, scope and
 rank). A
 statement with several readings (alternative pieces with trivial guards, as the copies of
 a materializing unroll without inner loops have, or several matching old statements) takes

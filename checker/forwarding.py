@@ -87,16 +87,17 @@ from tilecert.semantics.dtypes import widens
 from tilecert.semantics.index import IBin, IConst, IExpr, IVar, conjuncts, free_vars, linear
 from tilecert.semantics.mapper import Mapper, map_loads
 from tilecert.semantics.printer import sexpr
-from tilecert.semantics.transform import Copy, DataMap, Forward, Renamed, Ring, Tau
+from tilecert.semantics.transform import Copy, DataMap, Expanded, Forward, Lifted, Renamed, Ring, Tau
 
 from .agreement import literal_key
+from .allocations import restore_expanded, restore_lifted
 from .correspondence import Correspondence, correspond
+from .declarations import alone as _alone, decided as _decided, refused as _refused
 from .formula import Const, Formula, Term, arith, cmp, conj, differ, disj, equal_all, exists, term_of
 from .model import Access, BufferRec, Inst, Model, Stmt, access_guard, domain, in_bounds, index_terms, inst, same_cell
-from .obligations.common import instance_of, sizes_of
 from .order import Names, happens_before
-from .solve import Case, Outcome, search
-from .verdict import Verdict, Witness, disproved, proved, unknown
+from .solve import Case
+from .verdict import Verdict, proved, unknown
 
 FORMULA = ("each buffer the op mints holds what it declares: a copy cell its source cell over its live range, a "
            "forward its expression where read, a ring slot the version its use reads")
@@ -112,7 +113,8 @@ def through_temporaries(c: Correspondence, tau: Tau, timeout_ms: int, datamaps: 
 def read_through(c: Correspondence, tau: Tau, timeout_ms: int,
                  datamaps: Sequence[DataMap] = ()) -> tuple[Compared, Optional[Verdict]]:
     """``c`` when the transform introduced no buffer; otherwise the correspondence of the old program with the
-    new one read through its declared buffers (rings, then copies restored, then forwards inlined), or the
+    new one read through its declared buffers (lifted and expanded declarations restored, ``allocations.py``,
+    then rings, then copies restored, then forwards inlined), or the
     reason it cannot be; and the verdict on the declarations (None when the op declares none)."""
     declared = {d.buffer: d for d in datamaps if not isinstance(d, Renamed)}
     if c.new.problems or not (c.fresh or declared):
@@ -129,10 +131,13 @@ def read_through(c: Correspondence, tau: Tau, timeout_ms: int,
                "declared buffers, which rewrites accesses by name, could change which buffer an access names")
         return why, unknown(why, "structure")
     engines: set[str] = set()
-    for stage, kind in ((restore_rings, Ring), (restore_copies, Copy), (inline, Forward)):
-        mine = [(f, declared[f.name]) for f in c.fresh if isinstance(declared[f.name], kind)]
+    pending = list(datamaps)  # a restored declaration's buffer may keep its name: it then stands for the old one
+    for stage, kind in ((restore_lifted, Lifted), (restore_expanded, Expanded), (restore_rings, Ring),
+                        (restore_copies, Copy), (inline, Forward)):
+        mine = [(f, declared[f.name]) for f in c.fresh if isinstance(declared.get(f.name), kind)]
         if not mine:
             continue
+        pending = [d for d in pending if not isinstance(d, kind)]
         out = stage(c.new, mine, timeout_ms)
         what = f"{', '.join(f.name for f, _ in mine)} (declared {kind.__name__})"
         if isinstance(out, Verdict):
@@ -143,29 +148,15 @@ def read_through(c: Correspondence, tau: Tau, timeout_ms: int,
         if m.problems:
             why = f"the program read through {what} is ill-formed: {m.problems[0]}"
             return why, unknown(why, "structure")
-        c = correspond(c.old, m, tau, timeout_ms, datamaps)
+        c = correspond(c.old, m, tau, timeout_ms, pending)
+    if c.fresh:
+        why = (f"read through its declarations, the transformed program still declares {c.fresh[0].name} with no "
+               "counterpart in the old one (its restored declaration differs)")
+        return why, unknown(why, "structure")
     return c, proved("+".join(sorted(engines)))
 
 
-# ----------------------------------------------------------------------------- verdicts of the declaration cases
-def _decided(cases: list[Case], timeout_ms: int) -> Union[str, Verdict]:
-    """The engine when no case has a counterexample; else the verdict: disproved with the instances of the
-    first point (``Case.about`` is ``(summary, instances)``), or unknown with the reason."""
-    out: Outcome = search(cases, timeout_ms)
-    if out.status == "empty":
-        return out.engine or "structure"
-    if out.status == "unknown":
-        return unknown(out.reason, out.engine)
-    summary, insts = out.case.about
-    return disproved(Witness(summary, sizes_of(out.point), tuple(instance_of(x, out.point, "new") for x in insts)),
-                     out.engine)
-
-
-def _refused(summary: str) -> Verdict:
-    """A declaration the program contradicts as written (a named statement of another form)."""
-    return disproved(Witness(summary), "structure")
-
-
+# ----------------------------------------------------------------------------- statements a declaration names
 def _statements(m: Model, *nodes: Any) -> Optional[list[Stmt]]:
     """The statements of ``m`` whose nodes are ``nodes`` (by identity); None when one is missing."""
     by_node = {id(s.node): s for s in m.statements}
@@ -175,11 +166,6 @@ def _statements(m: Model, *nodes: Any) -> Optional[list[Stmt]]:
 
 def _inside(s: Stmt, owner: tuple) -> bool:
     return len(s.loops) >= len(owner) and all(a.node is b.node for a, b in zip(s.loops, owner))
-
-
-def _alone(m: Model, *bufs: BufferRec) -> bool:
-    """No two buffers of ``m`` share a name with one of ``bufs`` (so rewriting by name is exact)."""
-    return all(sum(b.name == x.name for b in m.buffers) == 1 for x in bufs)
 
 
 def _stray(f: BufferRec, maps: Sequence[IExpr], bound: Sequence[int]) -> Optional[Verdict]:

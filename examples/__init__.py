@@ -26,9 +26,9 @@ from typing import Any, Callable, NamedTuple, Union
 import numpy as np
 
 from . import (all_regions as _all_regions, conv2d as _conv2d, elementwise as _elementwise, gemm as _gemm,
-               gemm_i32 as _gemm_i32, layernorm as _layernorm, reduction_policy as _reduction_policy,
-               rmsnorm as _rmsnorm, rowreduce as _rowreduce, softmax as _softmax, stencil as _stencil,
-               transpose as _transpose)
+               gemm_i32 as _gemm_i32, gemm_scalar as _gemm_scalar, layernorm as _layernorm,
+               reduction_policy as _reduction_policy, rmsnorm as _rmsnorm, rowreduce as _rowreduce,
+               softmax as _softmax, stencil as _stencil, transpose as _transpose)
 
 # modules of worked schedules (not registry kernels): gemm_gpu.py schedules the GEMM for a GPU shape;
 # shift.py and prefix_sum.py hold schedules the checker disproves (the gate refuses them); bad.py a
@@ -208,6 +208,7 @@ def _reduction_policy_ref(inp):
 EXAMPLES: dict[str, Example] = {
     "gemm": Example(_gemm.gemm, _gemm_inputs, _gemm_ref, "C", False),
     "gemm_i32": Example(_gemm_i32.gemm_i32, _gemm_i32_inputs, _gemm_ref, "C", True),
+    "gemm_scalar": Example(_gemm_scalar.gemm_scalar, _gemm_inputs, _gemm_ref, "C", False),
     "rowreduce": Example(_rowreduce.rowreduce, _rowreduce_inputs, _rowreduce_ref, ("S", "Mx", "Mn"), False),
     "softmax": Example(_softmax.softmax, _softmax_inputs, _softmax_ref, "Y", False),
     "layernorm": Example(_layernorm.layernorm, _layernorm_inputs, _layernorm_ref, "Y", False),

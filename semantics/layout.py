@@ -20,16 +20,21 @@ onto ``[0, C)``). The backends render every access of a swizzled buffer at its p
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Optional, Protocol, Sequence, TypeVar
+from typing import Literal, Optional, Protocol, Sequence, TypeVar
 
 from .dtypes import dtype_of
-from .index import IConst
-
-if TYPE_CHECKING:
-    from .loopir import Buffer
+from .index import IConst, IExpr
 
 SWIZZLES = ("elem", "b128")
 UNIT_BYTES = 16  # the unit b128 permutes
+
+
+class Declared(Protocol):
+    """What a layout reads of a buffer (``loopir.Buffer`` is one; loopir imports this module)."""
+
+    name: str
+    dtype: str
+    shape: Sequence[IExpr]
 
 
 class Bits(Protocol):
@@ -64,7 +69,7 @@ class Swizzle:
         """``E``: the elements the XOR moves as one (1 for ``elem``, a 16-byte unit's for ``b128``)."""
         return 1 if self.kind == "elem" else max(UNIT_BYTES // elem_bytes, 1)
 
-    def requirements(self, buffer: "Buffer") -> Optional[str]:
+    def requirements(self, buffer: Declared) -> Optional[str]:
         """Why the layout cannot apply to ``buffer`` (None: it can)."""
         if self.kind not in SWIZZLES:
             return f"the swizzle is {self.kind!r}, not one of {', '.join(SWIZZLES)}"

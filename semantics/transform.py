@@ -32,6 +32,14 @@ handles, datamaps)``:
     another version and no write to the source cell came in between. Fills take the load forms
     of a read-only ``Copy``, and ``zero_fringe`` makes the same claim.
   - ``Renamed(buffer, original)``: the declaration of ``original`` copied with its loop body.
+  - ``Expanded(buffer, loops)``: the declaration of ``buffer`` keeps its place but gained one leading
+    axis per loop variable of ``loops`` (each a loop around it), of that loop's extent; cell
+    ``[v - start, u]`` stands for cell ``u`` of the allocation of instance ``v``. Holds when every
+    access indexes the leading axes by exactly ``v - start``.
+  - ``Lifted(buffer, loops)``: the declaration of ``buffer`` moved out of the nested loops ``loops``
+    (variables, outermost first; it stood directly inside the last) to just before the first. Holds
+    when every access of ``buffer`` lies inside the last loop and accesses differing in a coordinate
+    of ``loops`` (of one allocation) touch distinct cells.
 
   A declaration no record names stands for the old declaration of the same name; each minted
   name is fresh (``sched.base.fresh_buffer``). Statements are named by identity: the node
@@ -203,7 +211,23 @@ class Renamed:
     original: str
 
 
-DataMap = Union[Copy, Forward, Ring, Renamed]
+@dataclass(frozen=True)
+class Expanded:
+    """``buffer`` gained one leading axis per loop variable of ``loops``, indexed by that variable minus its start."""
+
+    buffer: str
+    loops: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Lifted:
+    """The declaration of ``buffer`` moved out of the nested loops ``loops`` (variables, outermost first)."""
+
+    buffer: str
+    loops: tuple[int, ...]
+
+
+DataMap = Union[Copy, Forward, Ring, Renamed, Expanded, Lifted]
 
 
 @dataclass(frozen=True)

@@ -260,6 +260,8 @@ SAMPLES = {
     "fission": [("pad", ("a.load.M", 7)), ("merge", ("a.load.M", "b.load.K")), ("fission", ("a.load.M", "a.load.K"))],
     "stage": [("stage", ("A", ["a.load.M", "a.load.K"]))],
     "constant": [("constant", ("A",))],
+    "expand_dim": [("expand_dim", ("acc", ["nest.0", "nest.1"]))],
+    "lift_alloc": [("expand_dim", ("acc", ["nest.1"])), ("lift_alloc", ("acc", "nest.1"))],
 }
 
 

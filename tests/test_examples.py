@@ -27,6 +27,8 @@ SIZES = {
     # bm=3, bn=5, bk=7
     "gemm": [dict(M=2, K=3, N=4), dict(M=7, K=15, N=6), dict(M=6, K=14, N=10), dict(M=1, K=1, N=1)],
     "gemm_i32": [dict(M=2, K=3, N=4), dict(M=7, K=15, N=6), dict(M=6, K=14, N=10), dict(M=1, K=1, N=1)],
+    # no tiles: one scalar accumulator per output cell
+    "gemm_scalar": [dict(M=2, K=3, N=4), dict(M=7, K=15, N=6), dict(M=1, K=1, N=1), dict(M=3, K=0, N=2)],
     # bm=4, bn=8
     "rowreduce": [dict(M=3, N=5), dict(M=5, N=17), dict(M=8, N=16), dict(M=1, N=1)],
     # bm=4; make_inputs widens bc to cover N

@@ -34,7 +34,8 @@ from tilecert.semantics.index import IConst, IVar
 NAMES = sorted(EXAMPLES)
 # ragged sizes per example (the kernels' tile factors do not divide them)
 RAGGED = {
-    "gemm": dict(M=4, K=8, N=6), "gemm_i32": dict(M=4, K=8, N=6), "rowreduce": dict(M=5, N=11),
+    "gemm": dict(M=4, K=8, N=6), "gemm_i32": dict(M=4, K=8, N=6), "gemm_scalar": dict(M=4, K=5, N=3),
+    "rowreduce": dict(M=5, N=11),
     "softmax": dict(M=5, N=7), "layernorm": dict(M=5, N=11), "rmsnorm": dict(M=5, N=11),
     "transpose": dict(M=5, N=4), "conv2d": dict(H=5, W=6, R=3, S=2), "all_regions": dict(M=5, K=6, N=7),
     "reduction_policy": dict(N=5), "elementwise": dict(N=7), "stencil": dict(H=6, W=5),

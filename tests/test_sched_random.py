@@ -40,11 +40,12 @@ CAMPAIGN = max(settings.default.max_examples, 40)
 PER_EXAMPLE = max(settings.default.max_examples // 4, 3)
 # ops that keep the order of every iteration (their own lemmas prove it for any program)
 ORDER_PRESERVING = {"split", "pad", "partition", "unroll", "insert_unit", "remove_unit", "expand_zero", "fuse",
-                    "coalesce", "reshape"}
+                    "coalesce", "reshape", "expand_dim"}
 PERMUTING = {"swap", "reorder", "tile"}
 FREELY_ORDERED = ("parallel", "reduce")
 RAGGED = {
-    "gemm": dict(M=4, K=8, N=6), "gemm_i32": dict(M=4, K=8, N=6), "rowreduce": dict(M=5, N=11),
+    "gemm": dict(M=4, K=8, N=6), "gemm_i32": dict(M=4, K=8, N=6), "gemm_scalar": dict(M=4, K=5, N=3),
+    "rowreduce": dict(M=5, N=11),
     "softmax": dict(M=5, N=7), "layernorm": dict(M=5, N=11), "rmsnorm": dict(M=5, N=11),
     "transpose": dict(M=5, N=4), "conv2d": dict(H=5, W=6, R=3, S=2), "all_regions": dict(M=5, K=6, N=7),
     "reduction_policy": dict(N=5), "elementwise": dict(N=7), "stencil": dict(H=6, W=5),

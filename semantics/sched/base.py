@@ -308,6 +308,18 @@ def buffer_type(p: ir.Program, name: str, op: str) -> tuple[str, tuple[IExpr, ..
     return types.pop()
 
 
+def the_decl(p: ir.Program, name: str, op: str) -> tuple[L.Decl, list]:
+    """The one declaration of buffer ``name`` and the loops and guards around it, outermost first (a
+    ``ScheduleError`` when ``name`` is a tensor, undeclared or declared more than once)."""
+    decls = [st for st in ir.walk(p.body) if isinstance(st, L.Decl) and st.buf.name == name]
+    if any(t.name == name for t in p.tensors) or len(decls) != 1:
+        what = "a tensor" if any(t.name == name for t in p.tensors) else f"declared {len(decls)} times"
+        declared = sorted({st.buf.name for st in ir.walk(p.body) if isinstance(st, L.Decl)})
+        raise ScheduleError(f"{op}: {name!r} is {what}, not one declared buffer",
+                            hint=f"name a buffer the body declares once: {', '.join(declared) or 'none'}")
+    return decls[0], enclosing(p.body, decls[0]) or []
+
+
 def fresh_buffer(base: str, taken: set[str]) -> str:
     """A buffer name built from ``base`` that is not in ``taken``; it is added to ``taken``."""
     name, k = base, 1
