@@ -140,6 +140,29 @@ def test_a_forged_lift_or_expansion_declaration_is_never_proved(datamap):
     assert not np.array_equal(P.run(old, {"N": 3})["Y"], P.run(new, {"N": 3})["Y"])
 
 
+def _lifted_over_a_shadow(name: str, outer: tuple):
+    """``name`` declared in loop i (shadowing ``outer``'s ``name``: a top declaration or a tensor) and read after
+    the loop by ``Z[0] = name[0] + 9``: lifted by hand to just before the loop, that read names the lifted one."""
+    X, Y, Z = tensor("X", ("N",), written=False), tensor("Y", ("N",)), tensor("Z", (1,))
+    body = (assign(name, (0,), ld("X", v(0))), assign("Y", (v(0),), ld(name, 0)))
+    after = assign("Z", (0,), plus(ld(name, 0), lit(9)))
+    old = program("shadowed", ("N",), [X, Y, Z], *outer, loop(0, "i", "N", decl(name, (1,)), *body), after)
+    new = program("shadowed", ("N",), [X, Y, Z], *outer, decl(name, (1,)), loop(0, "i", "N", *body), after)
+    return old, new
+
+
+@pytest.mark.parametrize("name, outer", [("t", (decl("t", (1,)), assign("t", (0,), lit(5)))), ("Z", ())],
+                         ids=["declaration", "tensor"])
+def test_a_lift_whose_declaration_would_capture_a_later_read_of_a_shadowed_name_is_not_proved(name, outer):
+    old, new = _lifted_over_a_shadow(name, outer)
+    with pytest.raises(TilecertError):  # the op refuses: two declarations, or a tensor of that name
+        P.transform(old, "lift_alloc", name, "i")
+    for sizes in ({"N": 3}, None):
+        r = check_transform(old, new, Tau(), sizes, datamaps=(Lifted(name, (0,)),), final=False)
+        assert not r.ok and r.status(Kind.DATAMAP) != "proved", r.explain()
+    assert not np.array_equal(P.run(old, {"N": 3})["Z"], P.run(new, {"N": 3})["Z"])
+
+
 def test_expand_dim_over_loops_listed_against_their_nesting_then_lift_alloc_is_proved_and_equal():
     p = program("e", ("N",), [tensor("X", ("N", "N"), written=False), tensor("Y", ("N", "N"))],
                 loop(0, "i", "N", loop(1, "j", "N", decl("t", ()), accum("t", (), ld("X", v(0), v(1))),
@@ -205,6 +228,24 @@ def test_a_shared_tile_loaded_under_a_loop_its_outer_part_reads_is_proved_and_eq
                 loop(0, "t", 4, loop(1, "x", 2, assign("Y", (add(mul(v(0), 2), v(1)),), ld("X", add(v(0), mul(4, v(1))))))))
     t = P.transform(p, "stage", "X", ["t"], **kwargs)
     assert checked(p, t, {}).ok
+    for seed in range(2):
+        np.testing.assert_array_equal(P.run(t.program, {}, seed)["Y"], P.run(p, {}, seed)["Y"])
+
+
+@pytest.mark.parametrize("offset", [4, 2])
+def test_a_hoisted_pack_of_a_read_offset_by_whole_tiles_is_proved_and_a_partial_offset_refused(offset):
+    """Y[4 io + ii] = X[4 io + offset + ii]: offset 4 reads the pack one tile on; offset 2 would overlap tiles."""
+    p = program("h", (), [tensor("X", (12,), written=False), tensor("Y", (8,))],
+                loop(0, "io", 2, loop(1, "ii", 4, assign("Y", (add(mul(4, v(0)), v(1)),),
+                                                         ld("X", add(add(mul(4, v(0)), offset), v(1)))))))
+    marked = P.transform(p, "constant", "X").program
+    if offset % 4:
+        with pytest.raises(TilecertError, match="not a multiple of the tile extent 4") as err:
+            P.transform(marked, "stage", "X", ["ii"], hoisted=True)
+        assert err.value.hint
+        return
+    t = P.transform(marked, "stage", "X", ["ii"], hoisted=True)
+    assert checked(marked, t, {}).ok
     for seed in range(2):
         np.testing.assert_array_equal(P.run(t.program, {}, seed)["Y"], P.run(p, {}, seed)["Y"])
 
