@@ -77,6 +77,21 @@ def test_a_declaration_shadowing_a_tensor_in_a_loop_body_leaves_the_tensor_visib
     np.testing.assert_array_equal(out, x + 1)
 
 
+@pytest.mark.parametrize("order", ["canonical", "reverse", "shuffle"])
+def test_a_per_iteration_declaration_in_a_parallel_loop_leaves_the_outer_buffer_to_the_statements_after_it(order):
+    """t = 7 at the top; each iteration of a parallel loop declares its own t; Z[0] = t after the loop reads 7."""
+    Z = tensor("Z", (1,))
+    p = program("private", ("N",), [X1, Y1, Z], decl("t", (1,)), assign("t", (0,), lit(7)),
+                loop(0, "i", "N", decl("t", (1,)), assign("t", (0,), ld("X", v(0))), assign("Y", (v(0),), ld("t", 0)),
+                     kind="parallel"),
+                assign("Z", (0,), ld("t", 0)))
+    assert check_program(p, {"N": 3}).ok
+    x = np.arange(1, 4, dtype=np.int32)
+    out = tc.run(p, X=x.copy(), Y=np.zeros(3, np.int32), Z=np.zeros(1, np.int32), order=order)
+    np.testing.assert_array_equal(out["Y"], x)
+    assert out["Z"][0] == 7
+
+
 # ============================================================================ fission / merge
 @pytest.mark.parametrize("policy", ["fold_left", "ordered_tree", "unordered_tree"])
 def test_fission_and_merge_keep_the_order_of_an_ordered_reduction(policy):
