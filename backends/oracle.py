@@ -254,6 +254,13 @@ class ShadowInterpreter(LoopInterpreter):
         super().st_Decl(st)
         self.shadows[st.buf.name] = self._zeros(self.bufs[st.buf.name][0])
 
+    def binding(self, name: str) -> tuple:
+        return super().binding(name), self.shadows[name]
+
+    def rebind(self, name: str, state: tuple) -> None:
+        super().rebind(name, state[0])
+        self.shadows[name] = state[1]
+
     def _target(self, st) -> Optional[tuple[np.ndarray, tuple, Shadow]]:
         active = self.full_mask()
         if not active.any():

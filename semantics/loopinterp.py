@@ -78,8 +78,28 @@ class LoopInterpreter:
             self.block(self.p.body)
 
     def block(self, block: ir.Block) -> None:
+        """Run ``block``'s statements in order. Names resolve lexically, as the checker's model and the
+        backends resolve them: a ``Decl`` shadowing a visible buffer (a tensor, an enclosing or earlier
+        declaration) is visible to the rest of this block only, and the shadowed one again after it."""
+        shadowed: dict[str, tuple] = {}
         for st in block.ops:
+            if isinstance(st, L.Decl) and st.buf.name in self.bufs and st.buf.name not in shadowed:
+                shadowed[st.buf.name] = self.binding(st.buf.name)
             getattr(self, "st_" + type(st).__name__)(st)
+        for name, state in shadowed.items():
+            self.rebind(name, state)
+
+    def binding(self, name: str) -> tuple:
+        """What the visible buffer ``name`` is bound to (its storage, dtype, owning scope)."""
+        return self.bufs[name], self.dtypes[name], self.decl_scope.get(name)
+
+    def rebind(self, name: str, state: tuple) -> None:
+        """Make ``name`` denote the buffer ``state`` (from ``binding``) again."""
+        self.bufs[name], self.dtypes[name], scope = state
+        if scope is None:
+            self.decl_scope.pop(name, None)
+        else:
+            self.decl_scope[name] = scope
 
     def idx(self, e: IExpr) -> Any:
         """Evaluate an index expression; batched coordinates get trailing unit axes up to the depth."""
