@@ -51,8 +51,10 @@ def render(f: Formula) -> Optional[str]:
     raise TypeError(type(f).__name__)
 
 
-def _union(entries: Sequence[tuple[str, Sequence[str], str]]) -> isl.UnionSet:
-    body = "; ".join(f"{key}[{', '.join(names)}] : {text}" for key, names, text in entries)
+def _union(entries: Sequence[tuple[int, Sequence[str], str]]) -> isl.UnionSet:
+    """The union of ``c<i>[names] : text``: tuples are named by case position, since a case key may hold
+    characters isl does not read in a name (a buffer's ``.``)."""
+    body = "; ".join(f"c{i}[{', '.join(names)}] : {text}" for i, names, text in entries)
     return isl.UnionSet("{ " + body + " }")
 
 
@@ -61,8 +63,8 @@ def first_point(cases: Sequence[tuple[str, Sequence[str], str, Optional[str]]]) 
     with a point satisfying pos and not neg, with its least point; None if every case is empty."""
     if not cases:
         return None
-    result: Union[isl.UnionSet, None] = _union([(k, v, p) for k, v, p, _ in cases])
-    negs = [(k, v, n) for k, v, _, n in cases if n is not None]
+    result: Union[isl.UnionSet, None] = _union([(i, v, p) for i, (_, v, p, _) in enumerate(cases)])
+    negs = [(i, v, n) for i, (_, v, _, n) in enumerate(cases) if n is not None]
     if negs:
         result = result.subtract(_union(negs))
     if result.is_empty():
@@ -72,9 +74,9 @@ def first_point(cases: Sequence[tuple[str, Sequence[str], str, Optional[str]]]) 
     for i in range(sets.n_set()):
         s = sets.get_at(i)
         found[s.get_tuple_name()] = s
-    for key, names, _, _ in cases:
-        if key in found and not found[key].is_empty():
-            point = found[key].lexmin().sample_point()
+    for i, (key, names, _, _) in enumerate(cases):
+        if f"c{i}" in found and not found[f"c{i}"].is_empty():
+            point = found[f"c{i}"].lexmin().sample_point()
             return key, {n: point.get_coordinate_val(isl.dim_type.set, i).to_python() for i, n in enumerate(names)}
     raise AssertionError("a non-empty union set with no non-empty case")
 

@@ -11,6 +11,7 @@ from ..text import c_comment
 from . import build
 from .emit import emit_c, standalone_main
 from .runner import CKernel
+from .shared_staging import refuse_shared_staging
 
 
 def header(backend: str, low: Lowering, proof: Proof) -> str:
@@ -28,14 +29,17 @@ def header(backend: str, low: Lowering, proof: Proof) -> str:
 
 
 def emit(program: ir.Program, sizes: Mapping[str, int], proof: Proof) -> str:
-    """Validated C source for ``program`` with ``sizes`` compiled in, headed by ``header``."""
+    """Validated C source for ``program`` with ``sizes`` compiled in, headed by ``header``; a shared stage
+    is refused (``refuse_shared_staging``)."""
+    refuse_shared_staging(program)
     low = lower_for("c", program, sizes)
     return header("C", low, proof) + emit_c(low.lowered)
 
 
 def compile_c(program: ir.Program, sizes: Mapping[str, int], proof: Proof, sanitize: bool = False) -> CKernel:
     """Lower, validate, emit (headed by ``header``), build (cached) and load ``program`` with ``sizes``
-    compiled in."""
+    compiled in; a shared stage is refused (``refuse_shared_staging``)."""
+    refuse_shared_staging(program)
     low = lower_for("c", program, sizes)
     lp, validation = low.lowered, low.validation
     source = header("C", low, proof) + emit_c(lp)

@@ -57,8 +57,8 @@ from ..index import IVar, ibin
 from . import args as A
 from .base import ScheduleError, buffer_names, buffer_type, fresh_buffer, hardware_bound
 from .registry import schedule_op
-from .stage_plan import SWIZZLES, LoadNest, ToTile, analyse, check_modes, copy_holds, obligations, padded, place, \
-    serial_load
+from .stage_plan import SWIZZLES, LoadNest, ToTile, analyse, check_modes, copy_holds, edge_guarded, fringe_obligations, \
+    obligations, padded, place, serial_load
 from .stage_hoist import stage_hoisted
 from .stage_shared import stage_shared
 from ..transform import Copy, Live, Tau, Transformed
@@ -113,6 +113,8 @@ def stage(p: ir.Program, source: str, tile_loops: list[str], *, shared: bool = F
     cell = tuple(ibin("add", o, IVar(u, 0)) for o, u in zip(plan.outer, ld.axes))
     where = f"loaded at the start of each iteration of {plan.anchor.name!r}" if plan.anchor is not None else \
         "loaded once before the tile loops"
-    return Transformed(out, Tau(), obligations(plan, tile, ld.names, copy_holds(plan, tile, where)), ld.names,
-                       (Copy(tile, source, ld.axes, cell, Live(ld.load)),))
+    obs = obligations(plan, tile, ld.names, copy_holds(plan, tile, where)) + fringe_obligations(tile, [ld.load],
+                                                                                                ld.names)
+    return Transformed(out, Tau(), obs, ld.names,
+                       (Copy(tile, source, ld.axes, cell, Live(ld.load), zero_fringe=edge_guarded([ld.load])),))
 

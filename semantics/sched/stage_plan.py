@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from .. import ir
 from .. import loopir as L
@@ -222,6 +222,20 @@ def place(p: ir.Program, plan: Plan, make: Any, sizes: Optional[dict[str, int]])
             a.body.args, tuple(make(list(a.body.ops), ctx)), a.body.yields))]))
     top = next(lp for lp in plan.chain if lp in plan.tile_loops)
     return with_body(p, replace_loop(p.body, top, make([top], context_at(p, top, sizes))))
+
+
+def edge_guarded(loads: Sequence[L.Assign]) -> bool:
+    """Whether any of a stage's loads keeps its edge guard (the where-form ``G ? source[cell] : 0`` that
+    ``load_value`` leaves where ``G`` does not fold to true): then the tile holds a zero fringe."""
+    return any(isinstance(ld.value, L.Sel) for ld in loads)
+
+
+def fringe_obligations(tile: str, loads: Sequence[L.Assign], handles: tuple[str, ...]) -> tuple[Obligation, ...]:
+    """The ``zero_fringe`` obligation of a tile whose loads keep an edge guard (none where every guard folds)."""
+    if not edge_guarded(loads):
+        return ()
+    return (Obligation(Kind.ZERO_FRINGE, "stage", f"{tile} holds 0 at every cell whose source cell is out of "
+                       "bounds: only its loads write it, each storing 0 exactly there", handles),)
 
 
 def copy_holds(plan: Plan, tile: str, where: str) -> str:

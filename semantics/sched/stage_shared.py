@@ -68,7 +68,8 @@ from ..layout import Swizzle
 from ..index import IConst, IExpr, IVar, free_vars, ibin, substitute_many
 from .base import (ScheduleError, buffer_names, const_value, context_at, enclosing, fresh_buffer, fresh_name, nest,
                    proves, replace_loop, with_body)
-from .stage_plan import LoadNest, Plan, ToTile, copy_holds, load_value, obligations, place
+from .stage_plan import LoadNest, Plan, ToTile, copy_holds, edge_guarded, fringe_obligations, load_value, obligations, \
+    place
 from ..transform import Copy, Kind, Live, Obligation, Ring, Tau, Transformed, ring_slot
 
 
@@ -225,8 +226,10 @@ def stage_shared(p: ir.Program, plan: Plan, prec: str, declared: tuple[IExpr, ..
     cell = tuple(ibin("add", o, IVar(u, 0)) for o, u in zip(plan.outer, ld.axes))
     where = (f"loaded by the block's threads at the start of each iteration of {plan.anchor.name!r}, behind a "
              "barrier" if plan.anchor is not None else "loaded once by the block's threads, behind a barrier")
-    obs = obligations(plan, tile, ld.names, copy_holds(plan, tile, where)) + _barrier_obligations(tile, ld.names)
-    return Transformed(out, Tau(), obs, ld.names, (Copy(tile, plan.source, ld.axes, cell, Live(ld.load)),))
+    obs = (obligations(plan, tile, ld.names, copy_holds(plan, tile, where)) + _barrier_obligations(tile, ld.names)
+           + fringe_obligations(tile, [ld.load], ld.names))
+    return Transformed(out, Tau(), obs, ld.names, (Copy(tile, plan.source, ld.axes, cell, Live(ld.load),
+                                                        zero_fringe=edge_guarded([ld.load])),))
 
 
 def _closed(p: ir.Program, a: L.Loop) -> bool:
@@ -309,10 +312,13 @@ def _pipelined(p: ir.Program, plan: Plan, prec: str, declared: tuple[IExpr, ...]
     version = IVar(ring_var, 0)
     cell = tuple(substitute_many(ibin("add", o, IVar(u, 0)), {a.var: version}) for o, u in zip(plan.outer, pro.axes))
     fills = ((pro.load, IConst(0)),) + (((fetch.load, nxt),) if prefetch else ())
-    ring = Ring(tile, plan.source, 2, ring_var, ring_slot(ring_var, 2), pro.axes, cell, fills, uses)
+    loads = [load for load, _ in fills]
+    ring = Ring(tile, plan.source, 2, ring_var, ring_slot(ring_var, 2), pro.axes, cell, fills, uses,
+                zero_fringe=edge_guarded(loads))
     handles = pro.names + (fetch.names if prefetch else ())
     holds = (f"{tile}[k mod 2, u] holds version k of {plan.source}[o(k) + u] wherever iteration k of {a.name!r} "
              "reads it: version 0 filled before the loop, version k + 1 after iteration k's barrier, each slot "
              "refilled only after the barrier that ends its reads")
-    obs = obligations(plan, tile, handles, holds) + _barrier_obligations(tile, handles)
+    obs = obligations(plan, tile, handles, holds) + _barrier_obligations(tile, handles) + fringe_obligations(
+        tile, loads, handles)
     return Transformed(out, Tau(), obs, handles, (ring,))
