@@ -260,3 +260,10 @@ def map_leaves(e: IExpr, leaf: Callable[[IExpr], IExpr]) -> IExpr:
     if isinstance(e, INot):
         return INot(map_leaves(e.a, leaf))
     return leaf(e)
+
+
+def const_value(e: IExpr, sizes: Optional[Mapping[str, int]]) -> Optional[int]:
+    """The value of ``e`` when it reads no loop variable and only bound sizes (None otherwise)."""
+    if free_vars(e) or not size_names(e) <= set(sizes or {}):
+        return None
+    return int(evaluate(e, dict(sizes or {}), {}))

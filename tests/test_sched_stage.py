@@ -606,3 +606,16 @@ def test_a_swizzled_shared_transpose_is_proved_and_matches_on_the_host_emulation
     c = {"X": x.copy(), "Y": np.zeros((16, 16), np.float32)}
     tc.compile(s, target="cuda-host").run_in_place(**c)
     np.testing.assert_array_equal(c["Y"], x.T)
+
+
+def test_a_swizzle_reads_the_tile_extent_at_the_bound_sizes():
+    """A tile whose minor extent is a size expression (``1 + (N - 1)``) takes the swizzle when the schedule
+    binds that size to a power of two; the layout obligation then proves it at those sizes."""
+    s = tc.schedule(transpose, M=16, N=16)
+    s.split("nest.0", 8, outer="io", inner="ii")
+    s.bind("io", "grid0")
+    s.bind("ii", "block1")
+    s.bind("nest.1", "block0")
+    tile = s.stage("X", ["ii", "nest.1"], shared=True, swizzle="elem")
+    assert str(decl(s, tile).layout) == "swizzle(elem)"
+    proved(s)

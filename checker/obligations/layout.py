@@ -22,7 +22,7 @@ from typing import Callable, Optional
 import z3
 
 from tilecert.semantics.dtypes import dtype_of
-from tilecert.semantics.index import IConst, IExpr, ISize
+from tilecert.semantics.index import const_value
 
 from ..model import Model
 from ..verdict import Instance, Verdict, Witness, disproved, proved, unknown
@@ -57,14 +57,6 @@ def bijective(phys: PhysMap, minor: int, rows: int,
     return "unknown", None
 
 
-def _constant(e: IExpr, sizes: dict[str, int]) -> Optional[int]:
-    if isinstance(e, IConst):
-        return e.value
-    if isinstance(e, ISize) and e.name in sizes:
-        return sizes[e.name]
-    return None
-
-
 def check(m: Model, timeout_ms: int) -> Verdict:
     undecided: list[str] = []
     for s in m.statements:
@@ -72,11 +64,11 @@ def check(m: Model, timeout_ms: int) -> Verdict:
             continue
         b = s.node.buf
         layout = b.layout
-        minor = _constant(b.shape[-1], m.sizes) if b.shape else None
+        minor = const_value(b.shape[-1], m.sizes) if b.shape else None
         if minor is None:
             undecided.append(f"{b.name}: its minor dim {b.shape[-1] if b.shape else '(rank 0)'} is not a constant")
             continue
-        leading = [_constant(n, m.sizes) for n in b.shape[:-1]]
+        leading = [const_value(n, m.sizes) for n in b.shape[:-1]]
         rows = ROWS_MAX if None in leading else math.prod(leading)  # type: ignore[arg-type]
         size = dtype_of(b.dtype).itemsize
         status, point = bijective(lambda row, col: layout.column(row, col, minor, size), minor, rows, timeout_ms)

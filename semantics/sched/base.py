@@ -14,7 +14,7 @@ from .. import loopir as L
 from ..affine import Context
 from ..bindings import HARDWARE_INDICES
 from ..errors import TilecertError
-from ..index import IConst, IExpr, IVar, conj, evaluate, free_vars, size_names, substitute_many
+from ..index import IConst, IExpr, IVar, conj, substitute_many
 from ..mapper import Mapper
 from ..transform import Piece, Renamed
 
@@ -248,13 +248,6 @@ def context_at(p: ir.Program, target: Any, sizes: Optional[dict[str, int]]) -> C
     for st in enclosing(p.body, target) or []:
         ctx = ctx.with_loop(st.var, st.start, st.extent) if isinstance(st, L.Loop) else ctx.with_fact(st.cond)
     return ctx
-
-
-def const_value(e: IExpr, sizes: Optional[dict[str, int]]) -> Optional[int]:
-    """The value of ``e`` when it reads no loop variable and only bound sizes (None otherwise)."""
-    if free_vars(e) or not size_names(e) <= set(sizes or {}):
-        return None
-    return int(evaluate(e, dict(sizes or {}), {}))
 
 
 # ----------------------------------------------------------------------------- building loops

@@ -45,8 +45,8 @@ from .registry import schedule_op
 from .. import loopir as L
 from ..affine import Context, to_isl, var_name
 from ..solver_names import solver_name
-from ..index import IBin, IConst, IExpr, INot, IVar, ibin, linear
-from .base import Copier, ScheduleError, const_value, context_at, hardware_bound, replace_loop, the_loop, with_body
+from ..index import IBin, IConst, IExpr, INot, IVar, const_value, ibin, linear
+from .base import Copier, ScheduleError, context_at, hardware_bound, replace_loop, the_loop, with_body
 from ..transform import Kind, Obligation, Tau, Transformed
 
 

@@ -30,9 +30,9 @@ from typing import Optional
 from .. import ir
 from .. import loopir as L
 from ..affine import Context
-from ..index import IConst, IExpr, IVar, ibin, size_names
+from ..index import IConst, IExpr, IVar, const_value, ibin, size_names
 from ..transform import Copy, Live, Tau, Transformed
-from .base import ScheduleError, buffer_names, const_value, fresh_buffer, fresh_name, nest, with_body
+from .base import ScheduleError, buffer_names, fresh_buffer, fresh_name, nest, with_body
 from ..constants import constant_inputs
 from .index_terms import split_terms
 from .stage_plan import Plan, ToTile, copy_holds, load_value, obligations

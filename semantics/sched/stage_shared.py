@@ -65,8 +65,8 @@ from .. import ir
 from .. import loopir as L
 from ..bindings import THREAD_SCOPES, slot_of
 from ..layout import Swizzle
-from ..index import IConst, IExpr, IVar, free_vars, ibin, substitute_many
-from .base import (ScheduleError, buffer_names, const_value, context_at, enclosing, fresh_buffer, fresh_name, nest,
+from ..index import IConst, IExpr, IVar, const_value, free_vars, ibin, substitute_many
+from .base import (ScheduleError, buffer_names, context_at, enclosing, fresh_buffer, fresh_name, nest,
                    proves, replace_loop, with_body)
 from .stage_plan import LoadNest, Plan, ToTile, copy_holds, edge_guarded, fringe_obligations, load_value, obligations, \
     place
@@ -176,14 +176,17 @@ def _groups(sts: list, source: str) -> Optional[int]:
     return None if source in reads else first
 
 
-def _tile_buffer(tile: str, prec: str, shape: tuple[IExpr, ...], swizzle: Optional[str]) -> L.Buffer:
+def _tile_buffer(tile: str, prec: str, shape: tuple[IExpr, ...], swizzle: Optional[str],
+                 sizes: Optional[dict[str, int]]) -> L.Buffer:
     """The shared tile's buffer, with its swizzled layout when ``swizzle`` names one (refused where the layout's
-    requirements fail: the checker's ``layout`` obligation then proves the map a bijection of each row)."""
+    requirements fail at the schedule's bound sizes: the checker's ``layout`` obligation then proves the map a
+    bijection of each row)."""
     buf = L.Buffer(tile, prec, shape, "shared")
     if swizzle is None:
         return buf
     buf = dataclasses.replace(buf, layout=Swizzle(swizzle))
-    why = buf.layout.requirements(buf)
+    bound = tuple(e if const_value(e, sizes) is None else IConst(const_value(e, sizes)) for e in shape)
+    why = buf.layout.requirements(dataclasses.replace(buf, shape=bound))
     if why is not None:
         raise ScheduleError(f"stage: swizzle={swizzle!r} does not apply to the tile: {why}",
                             hint="bind the sizes when making the schedule, and choose tile loops (or a pad_stride) "
@@ -212,7 +215,7 @@ def stage_shared(p: ir.Program, plan: Plan, prec: str, declared: tuple[IExpr, ..
 
     def make(sts: list, ctx: Any) -> list:
         made.append(_load_nest(p, plan, tile, prec, ctx, new_var, taken, (), {}, reused, cooperative, sizes, loc))
-        decl = L.Decl(_tile_buffer(tile, prec, declared, swizzle), loc)
+        decl = L.Decl(_tile_buffer(tile, prec, declared, swizzle, sizes), loc)
         at = _groups(sts, plan.source) if plan.anchor is not None else None
         if at is not None:  # the declarations together (their zero fills share one barrier), the loads together
             lead = next(k for k, st in enumerate(sts) if not isinstance(st, L.Decl))
@@ -304,7 +307,7 @@ def _pipelined(p: ir.Program, plan: Plan, prec: str, declared: tuple[IExpr, ...]
     rest = mapper.map_block(ir.Block((), tuple(ops))).ops
     new_anchor = dataclasses.replace(a, body=ir.Block(a.body.args, (L.Barrier("block", loc), *prefetch, *rest),
                                                       a.body.yields))
-    decl = L.Decl(_tile_buffer(tile, prec, (IConst(2),) + declared, swizzle), loc)
+    decl = L.Decl(_tile_buffer(tile, prec, (IConst(2),) + declared, swizzle, sizes), loc)
     closer = [] if joined is not None else [L.Barrier("block", loc)]
     out = with_body(p, replace_loop(p.body, a, [decl, pro.stmt, new_anchor, *closer]))
     uses = tuple((st, k) for st in ir.walk(new_anchor.body) if isinstance(st, (L.Assign, L.Accum))

@@ -30,9 +30,9 @@ from .. import ir
 from . import args as A
 from .registry import schedule_op
 from .. import loopir as L
-from ..index import IConst
+from ..index import IConst, const_value
 from ..printer import sexpr
-from .base import Copier, ScheduleError, const_value, context_at, hardware_bound, replace_loop, the_loop, with_body
+from .base import Copier, ScheduleError, context_at, hardware_bound, replace_loop, the_loop, with_body
 from ..transform import Kind, Obligation, Tau, Transformed
 from .cse import cse_loads
 from .simplify import simplify_block
