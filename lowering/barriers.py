@@ -20,16 +20,23 @@ loop form, so that the checker's ``noninterference`` (per barrier phase) and
 - **Shared buffers.** A ``Decl`` at such a level is hoisted into the SPMD nest just inside the
   loops of the dimensions bound around it (one copy per coordinate of them: the nest puts
   these outermost, in ``NEST_ORDER`` where that leaves a choice), and a zero fill by the
-  threads that share the copy takes its place (``Kernel.zero_fill``).
+  threads that share the copy takes its place (``Kernel.zero_fill``), unless
+  ``fill.written_first_decls`` proves every cell of each allocation instance written before it
+  is read (on the program before this rewrite, whose allocation instances are those the
+  threads share, one per iteration of the loops around the declaration): then no fill.
 - **Serialized loops.** A loop that is no thread loop but holds one (or a barrier) is run by every
   thread of the block, iteration after iteration in one order, so it becomes ``serial`` (one of
   the orders a ``parallel`` loop admits): a buffer declared in its body and hoisted is then one
   copy reused iteration after iteration, re-zeroed where it was declared, not one copy raced on by
   concurrent iterations.
 - **Barriers.** Walking each sequence with the effects since the last barrier, a barrier is
-  placed before a statement (or loop / guard) that writes a buffer those effects access or
-  accesses one they write, and at the end of a loop body whose last effects conflict with the
-  body; effects of one thread-loop body (run in lockstep: the program's own barriers and its
+  placed before a statement that conflicts with them, before a loop / guard whose body conflicts
+  with them up to its first stated block barrier, and at the end of a loop body whose last
+  effects conflict with the body up to that barrier. Two units conflict on a buffer when a write
+  of one and an access of the other, by different threads, may touch the same cell at the same
+  iteration of the serialized loops around both (the variables of other loops renamed apart, so
+  the back edge compares any two iterations): ``overlap.may_touch``, isl on the quasi-affine
+  indices; unknown is a conflict. Effects of one thread-loop body (run in lockstep: the program's own barriers and its
   noninterference order them) or of one representative are not compared with each other;
   thread-private buffers never conflict. A stated block barrier ends the effects; a warp
   barrier ends those on per-warp buffers. The scope is ``warp`` when every conflicting buffer
