@@ -20,16 +20,23 @@ loop form, so that the checker's ``noninterference`` (per barrier phase) and
 - **Shared buffers.** A ``Decl`` at such a level is hoisted into the SPMD nest just inside the
   loops of the dimensions bound around it (one copy per coordinate of them: the nest puts
   these outermost, in ``NEST_ORDER`` where that leaves a choice), and a zero fill by the
-  threads that share the copy takes its place (``Kernel.zero_fill``).
+  threads that share the copy takes its place (``Kernel.zero_fill``), unless
+  ``fill.written_first_decls`` proves every cell of each allocation instance written before it
+  is read (on the program before this rewrite, whose allocation instances are those the
+  threads share, one per iteration of the loops around the declaration): then no fill.
 - **Serialized loops.** A loop that is no thread loop but holds one (or a barrier) is run by every
   thread of the block, iteration after iteration in one order, so it becomes ``serial`` (one of
   the orders a ``parallel`` loop admits): a buffer declared in its body and hoisted is then one
   copy reused iteration after iteration, re-zeroed where it was declared, not one copy raced on by
   concurrent iterations.
 - **Barriers.** Walking each sequence with the effects since the last barrier, a barrier is
-  placed before a statement (or loop / guard) that writes a buffer those effects access or
-  accesses one they write, and at the end of a loop body whose last effects conflict with the
-  body; effects of one thread-loop body (run in lockstep: the program's own barriers and its
+  placed before a statement that conflicts with them, before a loop / guard whose body conflicts
+  with them up to its first stated block barrier, and at the end of a loop body whose last
+  effects conflict with the body up to that barrier. Two units conflict on a buffer when a write
+  of one and an access of the other, by different threads, may touch the same cell at the same
+  iteration of the serialized loops around both (the variables of other loops renamed apart, so
+  the back edge compares any two iterations): ``overlap.may_touch``, isl on the quasi-affine
+  indices; unknown is a conflict. Effects of one thread-loop body (run in lockstep: the program's own barriers and its
   noninterference order them) or of one representative are not compared with each other;
   thread-private buffers never conflict. A stated block barrier ends the effects; a warp
   barrier ends those on per-warp buffers. The scope is ``warp`` when every conflicting buffer
@@ -44,7 +51,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from itertools import count
-from typing import Callable, Iterable, Iterator, Optional, Union
+from typing import Callable, Iterable, Iterator, Mapping, Optional, Union
 
 from tilecert.semantics import ir
 from tilecert.semantics import launch as G
@@ -55,6 +62,8 @@ from tilecert.semantics.index import substitute_many
 from tilecert.semantics.loopir import fresh_var
 from tilecert.semantics.mapper import map_node
 
+from .fill import written_first_decls
+from .overlap import Cell, cells, may_touch
 from .program import LoweringError
 
 NEST_ORDER = ("block2", "block1", "block0", "warp", "lane")
@@ -69,6 +78,7 @@ class Unit:
     writes: frozenset[str]
     accesses: frozenset[str]
     key: Key
+    cells: tuple[Cell, ...] = ()  # its accesses, cell by cell (``overlap.cells``)
 
 
 @dataclass
@@ -87,7 +97,6 @@ class Sync:
 
 
 Item = Union[Unit, Ctl, Sync]
-Pending = list[tuple[frozenset[str], frozenset[str], Key]]
 
 
 def _conj(conds: Iterable[IExpr]) -> IExpr:
@@ -141,6 +150,8 @@ class Kernel:
     shared: dict[str, frozenset[str]] = field(default_factory=dict)  # hoisted buffer -> dims of its copies
     scopes: Iterator[int] = field(default_factory=lambda: count(1))  # numbers the keys of thread-loop scopes
     kinds: dict[str, str] = field(default_factory=dict)  # a dimension bound to a non-parallel loop: its kind
+    unfilled: frozenset[int] = frozenset()  # ids of the Decls proved written before read: no zero fill
+    serialized: set[int] = field(default_factory=set)  # the variables of the loops every thread runs
 
     def __post_init__(self) -> None:
         self.t = {d: self.fresh() for d in NEST_ORDER if d in self.dims}
@@ -156,7 +167,13 @@ class Kernel:
         hoisted buffers)."""
         w, a = _effects(node)
         local = self.declared - set(self.shared)
-        return Unit(_guarded(node, conds), frozenset(w - local), frozenset(a - local), key)
+        node = _guarded(node, conds)
+        return Unit(node, frozenset(w - local), frozenset(a - local), key,
+                    tuple(c for c in cells(node) if c.buf not in local))
+
+    def threads(self) -> dict[int, IExpr]:
+        """Each thread coordinate's variable, with its extent."""
+        return {self.t[d]: self.extents[d] for d in self.dims}
 
     # ------------------------------------------------------------------ the rewrite
     def rewrite(self, ops: Iterable[object]) -> tuple[object, ...]:
@@ -208,7 +225,8 @@ class Kernel:
                 decl = map_node(st, lambda e: substitute_many(e, subst))
                 self.hoisted.setdefault(bound, []).append(decl)
                 self.shared[st.buf.name] = bound
-                out.append(self.zero_fill(decl, bound, acts, key))
+                if id(st) not in self.unfilled:  # proved written before read: the fill is never observed
+                    out.append(self.zero_fill(decl, bound, acts, key))
                 continue
             if isinstance(st, L.Loop) and _dim(st) is not None:
                 d = _dim(st)
@@ -233,6 +251,8 @@ class Kernel:
                 body = self.items(st.body.ops, bound, subst, acts, key)
                 if isinstance(node, L.Loop) and node.kind == "parallel":
                     node = replace(node, kind="serial")  # every thread runs it, in one order: see Serialized loops
+                if isinstance(node, L.Loop):
+                    self.serialized.add(node.var)
                 out.append(Ctl(node, body))
         return out
 
@@ -283,41 +303,53 @@ class Placer:
 
     def __init__(self, k: Kernel) -> None:
         self.k = k
+        self.around: list[int] = []  # the variables of the serialized loops around the current sequence
 
     def scope(self, buffers: set[str]) -> str:
         return "warp" if buffers and all(self.k.per_warp(b) for b in buffers) else "block"
 
-    def clash(self, pending: Pending, item: Item) -> set[str]:
-        """The buffers on which a unit of ``item`` conflicts with ``pending`` (run by someone else)."""
+    def clash(self, pending: list[Unit], units: Iterable[Unit]) -> set[str]:
+        """The buffers on which one of ``units`` conflicts with ``pending`` (run by someone else): a write of one
+        and an access of the other may touch the same cell at the same iteration of the loops around both
+        (``overlap.may_touch``; the variables of the other serialized loops are renamed apart)."""
         out: set[str] = set()
-        for w, a, key in _units(item):
-            for pw, pa, pkey in pending:
-                if pkey != key:
-                    out |= (pw & a) | (w & pa)
+        apart = frozenset(self.k.serialized - set(self.around))
+        threads = self.k.threads()
+        for u in units:
+            for p in pending:
+                if p.key == u.key:
+                    continue
+                for f in ((p.writes & u.accesses) | (u.writes & p.accesses)) - out:
+                    if any(may_touch(x, y, apart, threads) for x in p.cells if x.buf == f
+                           for y in u.cells if y.buf == f and (x.write or y.write)):
+                        out.add(f)
         return out
 
     def place(self, items: list[Item]) -> list[object]:
         return self.sequence(items, [])[0]
 
-    def sequence(self, items: list[Item], pending: Pending) -> tuple[list[object], Pending]:
+    def sequence(self, items: list[Item], pending: list[Unit]) -> tuple[list[object], list[Unit]]:
         out: list[object] = []
         for item in items:
             if isinstance(item, Sync):
                 out.append(item.node)
                 pending = [] if item.node.scope == "block" else \
-                    [p for p in pending if not all(self.k.per_warp(b) for b in p[1])]
+                    [p for p in pending if not all(self.k.per_warp(b) for b in p.accesses)]
                 continue
-            clash = self.clash(pending, item)
+            clash = self.clash(pending, _units(item) if isinstance(item, Unit) else _prefix(item.items))
             if clash:
                 out.append(L.Barrier(self.scope(clash)))
                 pending = []
             if isinstance(item, Unit):
                 out.append(item.node)
-                pending = pending + [(item.writes, item.accesses, item.key)]
+                pending = pending + [item]
                 continue
+            loop = isinstance(item.node, L.Loop)
+            self.around += [item.node.var] if loop else []
             body, end = self.sequence(item.items, [])
-            if isinstance(item.node, L.Loop):
-                back = self.clash(end, item)
+            if loop:
+                self.around.pop()  # the back edge: from one iteration's end to the next one's start
+                back = self.clash(end, _prefix(item.items))
                 if back:
                     body.append(L.Barrier(self.scope(back)))
                     end = []
@@ -326,13 +358,21 @@ class Placer:
         return out, pending
 
 
-def _units(item: Item) -> Iterator[tuple[frozenset[str], frozenset[str], Key]]:
-    """The effects and keys of every unit of ``item``."""
+def _units(item: Item) -> Iterator[Unit]:
+    """Every unit of ``item``."""
     if isinstance(item, Unit):
-        yield item.writes, item.accesses, item.key
+        yield item
     elif isinstance(item, Ctl):
         for sub in item.items:
             yield from _units(sub)
+
+
+def _prefix(items: list[Item]) -> Iterator[Unit]:
+    """The units of a body that run before its first stated block barrier (every one, without one)."""
+    for item in items:
+        if isinstance(item, Sync) and item.node.scope == "block":
+            return
+        yield from _units(item)
 
 
 # ----------------------------------------------------------------------------- the program
@@ -349,20 +389,22 @@ def _fold_guards(block: ir.Block) -> ir.Block:
     return ir.Block(block.args, tuple(ops), block.yields)
 
 
-def place_barriers(p: ir.Program, target: Target = DEFAULT_TARGET) -> ir.Program:
-    """``p`` (loop form, sizes bound) with each launch's block body in SPMD form with its barriers placed; ``p``
-    itself when it binds no GPU scope. A launch ``semantics.launch`` refuses is left as it is (the CUDA
-    planner reports the refusal)."""
+def place_barriers(p: ir.Program, target: Target = DEFAULT_TARGET,
+                   sizes: Optional[Mapping[str, int]] = None) -> ir.Program:
+    """``p`` (loop form, sizes bound: ``sizes``) with each launch's block body in SPMD form with its barriers
+    placed; ``p`` itself when it binds no GPU scope. A launch ``semantics.launch`` refuses is left as it is
+    (the CUDA planner reports the refusal)."""
     body = _fold_guards(p.body)
     if not G.binds_gpu(G.sites_of_loop_form(body)):
         return p
     fresh = fresh_var(p)
-    new = _host(body.ops, (), fresh, target)
+    folded = ir.Program(p.name, p.sizes, p.tensors, body, p.config, p.loc)
+    new = _host(body.ops, (), fresh, target, written_first_decls(folded, dict(sizes or {})))
     return ir.Program(p.name, p.sizes, p.tensors, ir.Block(body.args, tuple(new), body.yields), p.config, p.loc)
 
 
 def _host(ops: tuple[object, ...], host_vars: tuple[int, ...], fresh: Callable[[], int],
-          target: Target) -> list[object]:
+          target: Target, unfilled: frozenset[int]) -> list[object]:
     """The statements of a top-level sequence (``semantics.launch.host_split``), each launch rewritten."""
     out: list[object] = []
     for part in G.host_split(G.sites_of_loop_form(ir.Block((), ops)), host_vars):
@@ -371,10 +413,10 @@ def _host(ops: tuple[object, ...], host_vars: tuple[int, ...], fresh: Callable[[
             out.extend(nodes)
         elif part.what == "host":
             st = nodes[0]
-            out.append(replace(st, body=ir.Block(st.body.args, tuple(_host(st.body.ops, _vars(part), fresh, target)),
+            out.append(replace(st, body=ir.Block(st.body.args, tuple(_host(st.body.ops, _vars(part), fresh, target, unfilled)),
                                                  st.body.yields)))
         else:
-            out.extend(_launch(part, fresh, target))
+            out.extend(_launch(part, fresh, target, unfilled))
     return out
 
 
@@ -383,12 +425,12 @@ def _vars(part: G.HostPart) -> tuple[int, ...]:
     return part.host_vars + ((site.var,) if site.kind == "loop" else ())
 
 
-def _launch(part: G.HostPart, fresh: Callable[[], int], target: Target) -> list[object]:
+def _launch(part: G.HostPart, fresh: Callable[[], int], target: Target, unfilled: frozenset[int]) -> list[object]:
     shape = G.launch_shape(part.sites, part.host_vars, target)
     nodes = [s.node for s in part.sites]
     if shape.refusals or not shape.dims:
         return nodes
-    inner = Kernel(shape.dims, dict(shape.extents), fresh).rewrite(s.node for s in shape.inner)
+    inner = Kernel(shape.dims, dict(shape.extents), fresh, unfilled=unfilled).rewrite(s.node for s in shape.inner)
     for s in reversed(shape.chain):
         inner = (replace(s.node, body=ir.Block(s.node.body.args, inner, s.node.body.yields)),)
     return list(inner)

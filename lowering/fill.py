@@ -5,7 +5,8 @@ semantics). The fill is observable only through a read (a load, or the read half
 ``Accum``) of a cell that no ``Assign`` has written earlier in the same allocation instance.
 ``written_first(program, sizes)`` gives the statement numbers (``checker.model.Model``
 numbering, the ``sid`` of a lowered ``Alloc``) of the declarations proved free of such
-reads, on the checker's engine. For declaration ``d`` of buffer ``f`` and each read access
+reads, on the checker's engine; ``written_first_decls`` the identities of the ``Decl`` nodes themselves (the
+barrier pass drops the zero fill of a hoisted shared buffer among them). For declaration ``d`` of buffer ``f`` and each read access
 ``r`` of ``f`` in a statement ``s``, the case
 
     y in D_s, r happens at y,
@@ -31,14 +32,24 @@ from tilecert.semantics import ir
 def written_first(program: ir.Program, sizes: Mapping[str, int]) -> frozenset[int]:
     """The statement numbers of the ``Decl`` s of loop-form ``program`` whose buffer is proved written
     before it is read, cell by cell, in every allocation instance (the rule above)."""
+    return frozenset(d.id for d, proved in _decls(program, sizes) if proved)
+
+
+def written_first_decls(program: ir.Program, sizes: Mapping[str, int]) -> frozenset[int]:
+    """The ``id`` s of the ``Decl`` nodes of loop-form ``program`` proved written before read (those of
+    ``written_first``) at every place the node occurs."""
+    decls = _decls(program, sizes)
+    return frozenset(id(d.node) for d, proved in decls if proved) - {id(d.node) for d, proved in decls if not proved}
+
+
+def _decls(program: ir.Program, sizes: Mapping[str, int]) -> list[tuple[Stmt, bool]]:
+    """Every declaration statement of ``program`` with whether the rule above proves it (none on a program
+    the model finds ill-formed or shadowing)."""
     m = Model(program, sizes)
+    decls = [d for d in m.statements if d.kind == "decl"]
     if m.problems or m.shadows:
-        return frozenset()
-    proved = set()
-    for d in m.statements:
-        if d.kind == "decl" and d.target is not None and _proved(m, d, d.target):
-            proved.add(d.id)
-    return frozenset(proved)
+        return [(d, False) for d in decls]
+    return [(d, d.target is not None and _proved(m, d, d.target)) for d in decls]
 
 
 def _proved(m: Model, d: Stmt, f: BufferRec) -> bool:

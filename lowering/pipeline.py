@@ -59,7 +59,7 @@ def lower_for(target: str, program: ir.Program, sizes: Mapping[str, int],
     """``program`` (scheduled loop form) lowered and validated for ``target`` with ``sizes`` bound."""
     threaded = target in THREADED
     p = bind_sizes(program, sizes)
-    placed = place_barriers(p, hardware) if threaded else p
+    placed = place_barriers(p, hardware, sizes) if threaded else p
     text = dump(placed)
     report = None
     if placed is not p:  # it binds a GPU scope: check what the threads run

@@ -104,7 +104,7 @@ def result(report, kind):
 def test_the_gpu_gemm_with_its_placed_barriers_is_proved_and_computes_like_the_schedule():
     s = gemm_gpu(32)
     out = placed(s.program, s.sizes)
-    assert len(barriers(out.body)) >= 3 and not barriers(s.program.body)
+    assert len(barriers(out.body)) == 2 and not barriers(s.program.body)  # after the loads, at the end of each k
     report = tc.check(out, s.sizes)
     assert report.ok, report.explain()
     agree = replay_transform(s.program, out, s.sizes)
@@ -158,7 +158,7 @@ def test_a_program_without_gpu_bindings_is_left_as_it_is():
 
 
 # ----------------------------------------------------------------------------- illegal twins
-@pytest.mark.parametrize("k", [4, 5])  # before the product, at the end of each k (after the fills: not needed)
+@pytest.mark.parametrize("k", [0, 1])  # before the product, at the end of each k (no fill: each cell written first)
 def test_a_placed_barrier_removed_is_disproved_by_noninterference_with_a_witness_that_replays(k):
     s = gemm_gpu(32)
     out = placed(s.program, s.sizes)

@@ -15,8 +15,11 @@ from tilecert import f16, f32
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
 from tilecert.checker import check_transform
+from tilecert.backends import SanitizerError
+from tilecert.lowering.barriers import place_barriers
+from tilecert.lowering.lower import bind_sizes
 from tilecert.lowering.pipeline import lower_for
-from tilecert.semantics.index import IConst, IVar, evaluate, ibin
+from tilecert.semantics.index import IBin, IConst, IVar, evaluate, ibin
 from tilecert.semantics.mapper import Mapper
 from tilecert.semantics.serialize import digest
 from tilecert.semantics.sched.base import ScheduleError
@@ -238,8 +241,9 @@ def test_shared_gemm_stages_a_and_b_in_one_phase():
     proved(s)
     low = lowered(s)
     ko = next(lp for lp in L.loops(low.program.body) if lp.name == "ko")
-    # Stage's two barriers per iteration, and one the barrier pass adds after the zero fills of the two tiles
-    assert len(barriers(ko.body)) == 3 and len(barriers(low.program.body)) == 3
+    # Stage's two barriers per iteration and no other: both tiles are proved written before read (no zero fill)
+    assert len(barriers(ko.body)) == 2 and len(barriers(low.program.body)) == 2
+    assert not any(lp.name.endswith(".zero") for lp in L.loops(low.program.body))
     report = tc.differential(s, target="cuda-host", trials=2)
     assert report.matched, report
 
@@ -312,23 +316,31 @@ def pipelined(depth, K=8):
     return s
 
 
-def executed_barriers(s):
-    """Barriers the loop form runs per block: those in ``ko`` times its trips, plus the others."""
-    ko = the_loop(s, "ko")
+def executed_barriers(s, program=None):
+    """Barriers the loop form (``s.program``, or ``program`` with the same ``ko``) runs per block: those in
+    ``ko`` times its trips, plus the others."""
+    program = program or s.program
+    ko = next(lp for lp in L.loops(program.body) if lp.name == "ko")
     inside = len(barriers(ko.body))
-    return inside * int(evaluate(ko.extent, s.sizes, {})) + len(barriers(s.program.body)) - inside
+    return inside * int(evaluate(ko.extent, s.sizes, {})) + len(barriers(program.body)) - inside
 
 
-@pytest.mark.parametrize("K", [8, 4])  # two iterations of ko, and one (the prefetch guard folds away)
+@pytest.mark.parametrize("K", [8, 4, 16])  # N = 2, 1 (the prefetch guard folds away), 4 iterations of ko
 def test_pipelined_depth_2_is_bitwise_equal_to_depth_1(K):
     one, two = pipelined(1, K), pipelined(2, K)
     ko = the_loop(two, "ko")
     assert decl(two, "A.tile").shape[0] == IConst(2) and ko.body.ops[0] == L.Barrier("block", ko.loc)
     n = K // 4
     assert executed_barriers(one) == 2 * n and executed_barriers(two) == n + 1
-    assert ("if (ko < 1)" in two.loop_tree()) == (n == 2)
+    assert (f"if (ko < {n - 1})" in two.loop_tree()) == (n > 1)
     proved(two)
-    lowered(two)
+    # after the barrier pass too: no zero fill (the ring is written before read), no barrier between the
+    # prefetch of slot (k + 1) mod 2 and the reads of slot k mod 2, none before the loop or at its end
+    for s, want in ((one, 2 * n), (two, n + 1)):
+        low = lowered(s)
+        assert all(r.verdict.proved for r in low.barriers), low.barriers.explain()
+        assert executed_barriers(s, low.program) == want
+        assert not any(lp.name.endswith(".zero") for lp in L.loops(low.program.body))
     arrays = gemm_inputs(two)
     np.testing.assert_array_equal(two.run(**{k: v.copy() for k, v in arrays.items()})["C"],
                                   one.run(**{k: v.copy() for k, v in arrays.items()})["C"])
@@ -514,13 +526,93 @@ def test_a_stage_barrier_removed_from_the_placed_program_is_a_race_with_a_witnes
     s.stage("B", ["ki", "ji"], shared=True)
     placed = lowered(s).program
     assert tc.check(placed, s.sizes).ok
-    # barriers: after the zero fills, after the loads (Stage's), the phase closer (Stage's)
-    for k in (1, 2):
+    # barriers: after the loads (Stage's), the phase closer (Stage's)
+    for k in (0, 1):
         twin = without_barrier(placed, k)
         report = tc.check(twin, s.sizes)
         (ni,) = [r for r in report if r.kind == "noninterference"]
         assert ni.status == "disproved", report.explain()
         assert ni.verdict.witness.replay.startswith("CONFIRMED"), ni.verdict.witness.replay
+
+
+def test_a_tile_not_proved_written_before_read_keeps_its_zero_fill():
+    """The A load guarded to lanes < 3: column 3 of the tile is read but never written, so its zero fill
+    (what the declaration means) stays, ordered before the reads; B's fill is still dropped."""
+    s = gpu()
+    s.stage("A", ["ii", "ki"], shared=True, cooperative=4)
+    s.stage("B", ["ki", "ji"], shared=True)
+    lane = the_loop(s, "A.tile.lane")
+
+    class Partial(Mapper):
+        def map_loop(self, st):
+            st = super().map_loop(st)
+            if st.var != lane.var:
+                return st
+            return dataclasses.replace(st, body=ir.Block((), (L.If(IBin("lt", IVar(st.var, 0), IConst(3)), st.body),)))
+
+    twin = dataclasses.replace(s.program, body=Partial().map_block(s.program.body))
+    low = lower_for("cuda-host", twin, s.sizes)
+    assert all(r.verdict.proved for r in low.barriers), low.barriers.explain()
+    assert [lp.name for lp in L.loops(low.program.body) if lp.name.endswith(".zero")] == ["A.tile.zero"]
+    ko = next(lp for lp in L.loops(low.program.body) if lp.name == "ko")
+    # the fill goes before the loads, in the phase they open: each thread zeroes the one cell (row-major over
+    # the 16 threads) that it then loads, and the barrier after the loads orders both before the reads
+    kinds = [type(st).__name__ for st in ko.body.ops]
+    assert ko.body.ops[0].name == "A.tile.zero" and kinds.count("Barrier") == 2 and kinds[-1] == "Barrier"
+    arrays = gemm_inputs(s)
+    c = {k: v.copy() for k, v in arrays.items()}
+    tc.compile(twin, target="cuda-host", allow_unproved=True).run_in_place(**c)
+    np.testing.assert_array_equal(c["C"], tc.run(twin, **{k: v.copy() for k, v in arrays.items()})["C"])
+
+
+class _SameSlot(Mapper):
+    """The prefetch of a depth-2 ring ``tile`` into slot ``k mod 2``, the slot the compute reads."""
+
+    def __init__(self, tile, k):
+        self.tile, self.slot = tile, ibin("mod", IVar(k, 0), IConst(2))
+
+    def map_assign(self, st):
+        st = super().map_assign(st)
+        if st.buf == self.tile and st.index[0] != IConst(0):
+            st = dataclasses.replace(st, index=(self.slot,) + st.index[1:])
+        return st
+
+
+def test_a_prefetch_into_the_slot_being_read_gets_a_barrier_and_without_it_is_disproved():
+    """The pass's per-cell test: slot (k + 1) mod 2 and slot k mod 2 never meet, slot k mod 2 and itself do.
+    Its omission would not be trusted: the placed program with the slot changed and no barrier is disproved."""
+    s = pipelined(2)
+    same = _SameSlot("A.tile", the_loop(s, "ko").var)
+    twin = place_barriers(bind_sizes(dataclasses.replace(s.program, body=same.map_block(s.program.body)), s.sizes),
+                          sizes=s.sizes)
+    ko = next(lp for lp in L.loops(twin.body) if lp.name == "ko")
+    assert len(barriers(ko.body)) == 2  # Stage's, and one between the prefetch and the compute
+    placed = lowered(s).program
+    wrong = dataclasses.replace(placed, body=same.map_block(placed.body))
+    report = tc.check(wrong, s.sizes)
+    (ni,) = [r for r in report if r.kind == "noninterference"]
+    assert ni.status == "disproved", report.explain()
+    assert ni.verdict.witness.replay.startswith("CONFIRMED"), ni.verdict.witness.replay
+
+
+def test_a_staged_kernel_without_its_phase_barrier_is_a_thread_sanitizer_race_and_disproved():
+    """The emitted pipelined, cooperative kernel is TSan-clean; with the barrier at the top of ``ko`` removed
+    from its placed program, the prefetch of one iteration races with the reads of the next: ThreadSanitizer
+    reports it, and the checker disproves noninterference with a witness that replays."""
+    s = pipelined(2)
+    placed = lowered(s).program
+    arrays = gemm_inputs(s)
+    want = s.run(**{k: v.copy() for k, v in arrays.items()})["C"]
+    clean = tc.compile(placed, target="cuda-host", sanitize=True, allow_unproved=True)(
+        **{k: v.copy() for k, v in arrays.items()})
+    np.testing.assert_array_equal(clean["C"], want)
+    racy = without_barrier(placed, 0)
+    (ni,) = [r for r in tc.check(racy, s.sizes) if r.kind == "noninterference"]
+    assert ni.status == "disproved" and ni.verdict.witness.replay.startswith("CONFIRMED"), ni.verdict.witness.replay
+    with pytest.raises(SanitizerError, match="reports a data race") as info:
+        tc.compile(racy, target="cuda-host", sanitize=True, allow_unproved=True)(
+            **{k: v.copy() for k, v in arrays.items()})
+    assert "WARNING: ThreadSanitizer: data race" in info.value.message
 
 
 class _SlotZero(Mapper):
