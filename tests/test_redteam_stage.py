@@ -307,10 +307,12 @@ def test_a_decreasing_tile_index_and_a_source_written_in_an_earlier_phase_are_re
 
 # ============================================================================ layout
 @pytest.mark.parametrize("minor, sizes, want", [(6, {"N": 6}, "disproved"), ("N", {"N": 6}, "disproved"),
-                                                ("N", None, "unknown"), (P.add("N", 2), {"N": 6}, "unknown"),
+                                                ("N", None, "unknown"), (P.add("N", 2), None, "unknown"),
+                                                (P.add("N", 2), {"N": 6}, "proved"),  # N + 2 = 8 at the bound size
                                                 (8, {"N": 8}, "proved")])
 def test_a_forged_swizzle_is_proved_only_on_a_power_of_two_minor_dim(minor, sizes, want):
-    """An 8-row local buffer declared swizzle(elem) by hand: XOR of the row into 6 columns leaves the row."""
+    """An 8-row local buffer declared swizzle(elem) by hand: XOR of the row into 6 columns leaves the row; a
+    minor dim that is a size expression is decided at the bound sizes, unknown without them."""
     buf = dataclasses.replace(L.Buffer("t", "f32", (P.ix(8), P.ix(minor)), "local"), layout=Swizzle("elem"))
     p = program("sw", ("N",), [tensor("X", (8, "N"), "f32", written=False), tensor("Y", (8, "N"), "f32")], L.Decl(buf),
                 loop(0, "a", 8, loop(1, "b", "N", assign("t", (v(0), v(1)), ld("X", v(0), v(1), dtype="f32")))),
