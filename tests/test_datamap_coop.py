@@ -100,7 +100,7 @@ def test_an_overlapping_chunk_coefficient_is_disproved():
     """``c + lane``: lanes overlap and cells ``W + 1 ..`` are never loaded; the inverse of the mixed-radix
     reading does not give the instances back, or a use reads an unloaded cell."""
     after, load = _chunked(coefficient=1)
-    _disproved(_check(after, load))
+    assert _disproved(_check(after, load)).witness.instances
 
 
 def test_a_lane0_nest_without_its_guard_is_unknown_and_a_race():

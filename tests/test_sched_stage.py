@@ -144,7 +144,8 @@ def test_an_edge_tile_loads_in_where_form():
 
 
 def test_an_edge_tile_is_proved():
-    proved(edge_schedule()[0])
+    report = proved(edge_schedule()[0])
+    assert report.ok and report.status("zero_fringe") == "proved", report.explain()
 
 
 # ============================================================================ tile_prec
@@ -173,7 +174,8 @@ def test_a_tile_at_the_source_precision_keeps_the_conversion_of_its_reads():
 def test_a_widened_tile_is_proved():
     s = blocked(gemm_f16, M=8, N=6, K=4)
     s.stage("A", ["ii", "ki"], tile_prec="f32")
-    proved(s)
+    report = proved(s)
+    assert report.ok and report.status("datamap") == "proved", report.explain()
 
 
 def test_a_narrowing_tile_is_refused():
