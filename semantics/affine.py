@@ -107,6 +107,8 @@ class Context:
                 return None
             conds.append(f"{ts} <= {v} < {ts} + {tn}")
         for f in self.facts:
+            if f == IConst(1):  # a true guard (a stage block) states nothing
+                continue
             t = to_isl(f)
             if t is not None:  # a non-affine fact is dropped: the domain only grows, which stays sound
                 conds.append(t)

@@ -32,6 +32,7 @@ frontier's participants is the identity map.
 from __future__ import annotations
 
 import itertools
+from typing import Optional
 from . import ir
 from . import loopir as L
 from .errors import CaptureError
@@ -41,6 +42,7 @@ from .names import numbered
 from .ufuncs import identity
 from .dtypes import dtype_of
 from .bindings import region_bindings
+from .pipeline.stages import stage_groups
 
 
 def _and(a: IExpr, b: IExpr) -> IExpr:
@@ -347,7 +349,8 @@ class Expander:
         return wrap([L.Accum(buf, vs, merge, val, policy, loc)])
 
     # ------------------------------------------------------------------ regions
-    def axes_loops(self, op, kind: str, body: list, reverse: bool = False) -> list:
+    def axes_loops(self, op, kind: str, body: list, reverse: bool = False,
+                   pipelining: Optional[L.Pipelining] = None) -> list:
         label = op.name or kind
         names = tuple(str(a) for a in range(len(op.extents))) if len(op.extents) > 1 else ("",)
         ids = [next(self.var_ids) for _ in op.extents]
@@ -368,7 +371,8 @@ class Expander:
             label = self.fresh(label, prefix=True)
         for a in reversed(range(len(ids))):
             name = self.fresh(label if names[a] == "" else f"{label}.{names[a]}")
-            stmts = [L.Loop(ids[a], name, exts[a], kind, ir.Block((), tuple(stmts)), bindings[a], IConst(0), op.loc)]
+            stmts = [L.Loop(ids[a], name, exts[a], kind, ir.Block((), tuple(stmts)), bindings[a], IConst(0), op.loc,
+                            pipelining if a == len(ids) - 1 else None)]
         return stmts
 
     def parallel(self, op: ir.Parallel) -> list:
@@ -406,13 +410,37 @@ class Expander:
             kind = "serial"
 
         def body() -> list:
+            if isinstance(op, ir.Pipeline):
+                return self.stages(op, arg_bufs, carry)
             stmts = self.block(op.body, arg_bufs)
             return stmts + self.writeback(op, carry)
 
-        out = pre + self.axes_loops(op, kind, body, reverse)
+        policy = L.Pipelining(op.region, op.window, op.interval) if isinstance(op, ir.Pipeline) else None
+        out = pre + self.axes_loops(op, kind, body, reverse, policy)
         for v, buf in zip(op.outs, carry):
             self.bufs[v.id] = buf
         return out
+
+    def stages(self, op: ir.Pipeline, arg_bufs: dict[int, str], carry: list[str]) -> list:
+        """The pipeline body as its declarations, then its stage blocks (``semantics.pipeline.stages``: explicit cuts,
+        else the inferred load / compute split); the carries' write-back ends the last stage. A cut opens no scope
+        (seed 003), so the declarations a stage makes at its top level come first, where every stage sees them:
+        no earlier stage could name them, so declaring them earlier in the iteration changes nothing."""
+        for v in op.body.args:
+            self.bufs[v.id] = arg_bufs[v.id]
+        last = _last_uses(op.body)
+        groups = stage_groups(op)
+        decls: list = []
+        blocks = []
+        for k, (name, positions, inferred) in enumerate(groups):
+            stmts = [st for pos in positions for st in self.op(op.body.ops[pos], pos, last)]
+            if k == len(groups) - 1:
+                stmts += self.writeback(op, carry)
+            decls += [st for st in stmts if isinstance(st, L.Decl)]
+            body = ir.Block((), tuple(st for st in stmts if not isinstance(st, L.Decl)))
+            blocks.append(L.StageBlock(IConst(1), body, op.loc, pipeline=op.region, ordinal=k, name=name,
+                                       inferred=inferred))
+        return decls + blocks
 
     def writeback(self, op, carry: list[str]) -> list:
         """Copy each yield into its carry buffer, all at once (via temporaries when a yield is a carry)."""

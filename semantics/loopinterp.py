@@ -232,6 +232,8 @@ class LoopInterpreter:
             self.block(st.body)
         self.mask = saved
 
+    st_StageBlock = st_If  # a stage subregion is a block (its guard is true)
+
     def st_Barrier(self, st: L.Barrier) -> None:
         """Every scope instance is reached by all its participants or by none.
 

@@ -14,6 +14,12 @@ statements. A loop-form program is an ordinary ``Program`` whose body holds thes
 - ``Assign``: ``buf[index] = value``; ``Accum``: ``buf[index] = buf[index] <op> value`` under a
   reduction order policy (what reorderings of the updates are admitted).
 - ``Barrier``: synchronisation of the participants of a scope (block or warp).
+- ``StageBlock``: a pipeline stage subregion (seed 003): an ``If`` whose guard is the constant
+  true, so every pass that knows ``If`` runs it as the block it means; it adds the stage's
+  identity ``(pipeline, ordinal)`` (``pipeline`` is the tile IR's region id), its label and
+  whether its membership was inferred. The body of a pipeline loop is its stage blocks in
+  ordinal order (``semantics.pipeline.stages``); passes that rebuild a block keep them with
+  ``dataclasses.replace``.
 
 Scalar expressions (``Ld``, ``Lit``, ``Ix``, ``Un``, ``Bin``, ``Sel``, ``Cvt``) carry their dtype.
 """
@@ -28,6 +34,7 @@ from .bindings import SCOPES
 from .bindings import scope_of as binding_kind  # noqa: F401  (a binding without its slot)
 from .ir import Block, Program, Scalar
 from .layout import Swizzle
+from .pipeline.plan import ModuloPlan
 
 LOOP_KINDS = ("parallel", "serial", "reduce", "pipeline")
 BINDING_KINDS = SCOPES + ("unrolled", "serial")
@@ -139,6 +146,28 @@ class If:
 
 
 @dataclass(frozen=True)
+class StageBlock(If):
+    """Stage ``ordinal`` of pipeline ``pipeline``: ``cond`` is ``IConst(1)``; ``name`` is a label only."""
+
+    pipeline: int = 0
+    ordinal: int = 0
+    name: str = ""
+    inferred: bool = False
+
+
+@dataclass(frozen=True)
+class Pipelining:
+    """A pipeline loop's policy (``window`` 0: the planner chooses, 1: no cross-iteration overlap, N: at most N
+    iterations in flight; ``interval`` >= 1) and the modulo plan a schedule set on it (None: none yet; the loop then
+    runs in its sequential order)."""
+
+    pipeline: int
+    window: int = 2
+    interval: int = 1
+    plan: Optional[ModuloPlan] = None
+
+
+@dataclass(frozen=True)
 class Loop:
     var: int
     name: str
@@ -148,6 +177,7 @@ class Loop:
     binding: Optional[str] = None
     start: IExpr = IConst(0)
     loc: Loc = NOWHERE
+    pipeline: Optional[Pipelining] = None
 
 
 Stmt = Union[Decl, Assign, Accum, Barrier, If, Loop]

@@ -130,8 +130,8 @@ class Mapper:
         return self.rebuilt(e, cond=self.map_sexpr(e.cond), a=self.map_sexpr(e.a), b=self.map_sexpr(e.b))
 
 
-_METHODS = {L.Loop: "map_loop", L.If: "map_if", L.Decl: "map_decl", L.Assign: "map_assign", L.Accum: "map_accum",
-            L.Barrier: "map_barrier", L.Ld: "map_ld", L.Lit: "map_lit", L.Ix: "map_ix", L.Un: "map_un",
+_METHODS = {L.Loop: "map_loop", L.If: "map_if", L.StageBlock: "map_if", L.Decl: "map_decl", L.Assign: "map_assign",
+            L.Accum: "map_accum", L.Barrier: "map_barrier", L.Ld: "map_ld", L.Lit: "map_lit", L.Ix: "map_ix", L.Un: "map_un",
             L.Cvt: "map_cvt", L.Bin: "map_bin", L.Sel: "map_sel"}
 
 

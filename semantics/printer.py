@@ -151,12 +151,29 @@ def _leaf_text(st, pad: str, ix: IndexText) -> str:
     raise TypeError(type(st).__name__)
 
 
+def policy_text(lp: L.Loop) -> str:
+    """`` window=W interval=I`` for a pipeline loop, with `` plan II=.. theta=(..)`` once a plan is set."""
+    if lp.pipeline is None:
+        return ""
+    q = lp.pipeline
+    plan = "" if q.plan is None else f" plan II={q.plan.interval} theta={q.plan.offsets}" + \
+        (" (planned)" if q.plan.planned else "")
+    return f" window={q.window} interval={q.interval}{plan}"
+
+
+def stage_text(st: L.StageBlock) -> str:
+    """``stage 0 load`` (with `` (inferred)`` when the membership rule chose it)."""
+    return f"stage {st.ordinal} {st.name}" + (" (inferred)" if st.inferred else "")
+
+
 def _stmt_lines(st, pad: str, depth: int, n: _Names) -> list[str]:
     if isinstance(st, L.Loop):
         bind = f" bind={st.binding}" if st.binding else ""
         dom = f"[{st.extent})" if st.start == L.IConst(0) else f"{st.start} + [{st.extent})"
-        head = f"{pad}{st.kind} {st.name} (i{st.var}) in {dom}{bind}:"
+        head = f"{pad}{st.kind} {st.name} (i{st.var}) in {dom}{bind}{policy_text(st)}:"
         return [head] + _block_lines(st.body, depth + 1, n)
+    if isinstance(st, L.StageBlock):
+        return [f"{pad}{stage_text(st)}:"] + _block_lines(st.body, depth + 1, n)
     if isinstance(st, L.If):
         return [f"{pad}if {st.cond}:"] + _block_lines(st.body, depth + 1, n)
     return [_leaf_text(st, pad, str)]
@@ -191,7 +208,10 @@ def format_nest(p: Program, sizes: Mapping[str, int]) -> str:
             if isinstance(st, L.Loop):
                 start = "" if st.start == IConst(0) else f"{ix(st.start)} + "
                 bind = f" bind={st.binding}" if st.binding else ""
-                out.append(f"{pad}{st.kind} {st.name} [{start}{ix(st.extent)}]{bind}")
+                out.append(f"{pad}{st.kind} {st.name} [{start}{ix(st.extent)}]{bind}{policy_text(st)}")
+                out += lines(st.body, depth + 1)
+            elif isinstance(st, L.StageBlock):
+                out.append(f"{pad}{stage_text(st)}")
                 out += lines(st.body, depth + 1)
             elif isinstance(st, L.If):
                 out.append(f"{pad}if {ix(st.cond)}:")

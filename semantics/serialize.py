@@ -18,6 +18,7 @@ from .errors import Loc, SerializationError
 from .dtypes import DTYPES
 from .index import INDEX_OPS
 from .jsondata import conforms, parse_json
+from .pipeline.plan import ModuloPlan
 from .ufuncs import BINARY, UNARY
 
 _CLASSES: dict[str, type] = {
@@ -29,6 +30,7 @@ _CLASSES: dict[str, type] = {
         ir.Parallel, ir.Serial, ir.Pipeline, ir.Reduce, ir.TensorDecl, ir.Program,
         loopir.Ld, loopir.Lit, loopir.Ix, loopir.Un, loopir.Bin, loopir.Sel, loopir.Cvt, loopir.Buffer,
         loopir.Decl, loopir.Assign, loopir.Accum, loopir.Barrier, loopir.If, loopir.Loop, layout.Swizzle,
+        loopir.StageBlock, loopir.Pipelining, ModuloPlan,
     )
 }
 
@@ -115,14 +117,14 @@ def load(text: str, file: str | None = None) -> ir.Program:
 
 
 _DROP = {"label", "loc"}
-_LABEL_NAMES = {"Program", "Stage", "Parallel", "Serial", "Pipeline", "Reduce", "Loop"}
+_LABEL_NAMES = {"Program", "Stage", "Parallel", "Serial", "Pipeline", "Reduce", "Loop", "StageBlock"}
 _RENAMED = {  # field -> namespace of the identifier it holds
     ("Value", "id"): "value", ("Dim", "id"): "dim", ("ISize", "name"): "size", ("IVar", "region"): "region",
     ("Parallel", "region"): "region", ("Serial", "region"): "region", ("Pipeline", "region"): "region",
     ("Reduce", "region"): "region", ("Alloc", "mem"): "mem", ("MemStore", "mem"): "mem", ("MemLoad", "mem"): "mem",
     ("ViewLoad", "tensor"): "tensor", ("ViewStore", "tensor"): "tensor", ("TensorDecl", "name"): "tensor",
     ("Buffer", "name"): "tensor", ("Ld", "buf"): "tensor", ("Assign", "buf"): "tensor", ("Accum", "buf"): "tensor",
-    ("Loop", "var"): "region",
+    ("Loop", "var"): "region", ("StageBlock", "pipeline"): "region", ("Pipelining", "pipeline"): "region",
 }
 _VALUE_REFS = {"x", "a", "b", "c", "cond", "init", "fallback", "value", "inits", "yields"}
 _OPS_WITH_REFS = {"Cast", "Unary", "Reshape", "Binary", "Select", "ReduceExpr", "Mma", "ViewLoad", "ViewStore",

@@ -158,7 +158,8 @@ def test_show_prints_the_nest_with_statements_evaluated_sizes_and_dsl_lines(caps
     assert text == s.loop_tree() + "\n"
     lines = text.splitlines()
     assert lines[0] == "parallel nest.0 [4]" and lines[1] == "  parallel nest.1 [3]"  # cdiv(10, 3), cdiv(12, 5)
-    assert any(line.strip() == "pipeline k [((K + 6) // 7)]" for line in lines)  # K stays symbolic
+    assert any(line.strip() == "pipeline k [((K + 6) // 7)] window=2 interval=1" for line in lines)  # K symbolic
+    assert any(line.strip() == "stage 1 compute" for line in lines)
     src = inspect.getsourcefile(gemm.fn)
     mma = next(line for line in lines if " add= " in line)
     assert mma.strip().startswith("acc[acc.mma.p1, acc.mma.p0] add= mul(a[acc.mma.p1, ((4 * acc.mma.K.o)")

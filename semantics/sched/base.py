@@ -137,6 +137,8 @@ def describe(st: Any) -> str:
     """A short readable description of a loop-form statement."""
     if isinstance(st, L.Loop):
         return f"loop {st.name!r}"
+    if isinstance(st, L.StageBlock):
+        return f"stage {st.ordinal} ({st.name})"
     if isinstance(st, L.If):
         return f"a guard `if {st.cond}`"
     if isinstance(st, L.Decl):

@@ -96,7 +96,9 @@ def simplify_block(block: ir.Block, ctx: Context) -> ir.Block:
             if c == IConst(0):
                 continue
             body = simplify_block(st.body, ctx.with_fact(c) if c != IConst(1) else ctx)
-            if c == IConst(1):
+            if isinstance(st, L.StageBlock):  # a stage subregion keeps its identity
+                out.append(dataclasses.replace(st, body=body))
+            elif c == IConst(1):
                 out.extend(body.ops)
             else:
                 out.append(L.If(c, body, st.loc))

@@ -1,0 +1,6 @@
+"""Pipelines (seed 003): stage subregions, the stage graph, modulo plans, their protocol and realization.
+
+- ``stages``: a pipeline loop's stage blocks (``loopir.StageBlock``) and the rule that infers them;
+- ``plan``: the data a plan is made of (stages, edges, the stage graph, ``ModuloPlan``);
+- ``latency``: the per-target latency table the planner and the obligations read.
+"""
