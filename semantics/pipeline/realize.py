@@ -303,10 +303,12 @@ def realization(program: ir.Program, loop: str, graph: StageGraph, plan: ModuloP
     return _Builder(program, lp, graph, plan, model).build()
 
 
-def realize(program: ir.Program, loop: str, graph: StageGraph, plan: ModuloPlan, model: str = "sync") -> ir.Program:
-    """``program`` with pipeline loop ``loop`` replaced by its realization under ``plan`` (the module docstring)."""
+def realize(program: ir.Program, loop: str, graph: StageGraph, plan: ModuloPlan, model: str = "sync", *,
+            phases: bool = False) -> ir.Program:
+    """``program`` with pipeline loop ``loop`` replaced by its realization under ``plan`` (the module docstring):
+    one tick loop, or with ``phases`` its prologue, steady state and epilogue (``Realization.phases``)."""
     r = realization(program, loop, graph, plan, model)
-    return with_body(program, replace_loop(program.body, r.loop, r.statements()))
+    return with_body(program, replace_loop(program.body, r.loop, r.phases() if phases else r.statements()))
 
 
 Plans = Mapping[str, tuple[StageGraph, ModuloPlan]]
