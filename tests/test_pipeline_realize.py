@@ -14,6 +14,8 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import tilecert as tc
 from tilecert import f32
@@ -21,7 +23,7 @@ from tilecert.semantics import loopir as L
 from tilecert.semantics.index import evaluate
 from tilecert.semantics.loopinterp import interpret_loops
 from tilecert.semantics.pipeline.derive import derive
-from tilecert.semantics.pipeline.latency import edge_latency
+from tilecert.semantics.pipeline.latency import edge_latency, stage_latency
 from tilecert.semantics.pipeline.plan import Edge, ModuloPlan, StageGraph, StageInfo
 from tilecert.semantics.pipeline.realize import overwrites, realization, realize, run_overlapped
 from tilecert.semantics.pipeline.stages import stage_blocks
@@ -316,3 +318,57 @@ def test_refusals_are_typed():
         bogus = StageGraph(graph.pipeline, "k", graph.stages, graph.edges + (Edge(0, 1, 0, "effect", "Y"),),
                            graph.materialized + ("Y",))
         realize(program, "k", bogus, ModuloPlan(1, (0, 1), 0, "c", versions=(("Y", 2),)))
+
+
+def violation(graph: StageGraph, plan: ModuloPlan, model: str, n: int):
+    """Brute force over ``n`` iterations: the first rule ``plan`` breaks under ``model`` (None: none) as ``(rule,
+    buffer)``: an edge's latency, a slot overwritten before the release of every actual reader of its version, or a
+    flow edge from a copy stage without a wait (async)."""
+    if not legal(graph, plan, n):
+        return "edges", None
+    d = derive(graph, plan)
+    flows = [e for e in graph.edges if e.dep == "flow"]
+    for b in graph.materialized:
+        ring = d.ring(b)
+        v = ring.versions if ring else 1
+        readers = [e for e in flows if e.buffer == b]
+        for i in range(n - v):
+            release = max(plan.issue(e.consumer, i + e.distance) + stage_latency(graph, e.consumer, plan.target)
+                          for e in readers)
+            if plan.issue(readers[0].producer, i + v) < release:
+                return "versions", b
+    if model == "async":
+        for e in flows:
+            if graph.stages[e.producer].cls == "copy" and (e.producer, e.consumer, e.buffer) not in d.waits:
+                return "waits", e.buffer
+    return None
+
+
+@st.composite
+def drawn_plans(draw):
+    name = draw(st.sampled_from(["two", "three"]))
+    program, graph = case(name)
+    model, target = draw(st.sampled_from([("sync", "c"), ("async", "cuda-host")]))
+    theta = (0,) + tuple(draw(st.integers(0, 6)) for _ in graph.stages[1:])
+    versions = tuple((b, draw(st.integers(1, 4))) for b in graph.materialized if draw(st.booleans()))
+    flows = [(e.producer, e.consumer, e.buffer) for e in graph.edges if e.dep == "flow"]
+    waits = draw(st.one_of(st.none(), st.lists(st.sampled_from(flows), unique=True).map(tuple)))
+    plan = ModuloPlan(draw(st.integers(1, 3)), theta, 0, target, versions, waits)
+    return name, program, graph, plan, model
+
+
+@given(drawn_plans(), st.integers(0, 2 ** 16))
+def test_drawn_plans_match_when_legal_and_differ_when_not(drawn, seed):
+    """Every plan legal under its model matches the sequential meaning; every one that breaks a rule within the trip
+    count shows a different output, except a missing wait on a buffer another consumer waits for (that wait
+    completes the copy for every reader)."""
+    name, program, graph, plan, model = drawn
+    n = 7
+    arrays = inputs(program, n, seed)
+    want, got = sequential(program, arrays), overlapped(realize(program, "k", graph, plan, model), arrays)
+    same = all(np.array_equal(want[t], got[t]) for t in want)
+    broken = violation(graph, plan, model, n)
+    if broken is None:
+        assert same, (name, plan, model)
+    elif broken[0] != "waits" or not any(w[2] == broken[1] for w in derive(graph, plan).waits):
+        assert not same, (name, plan, model, broken)

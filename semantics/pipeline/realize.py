@@ -14,8 +14,12 @@ plan.offsets``):
   the top of the tick body, fresh per tick as it was per iteration;
 - **ticks**: one serial loop ``j in [0, N + C - 1)``; stage ``s`` of iteration ``i`` issues at ``Issue(s, i) = i *
   II + theta(s)``, that is tick ``j = i + theta(s) // II`` (its column) at slot ``theta(s) mod II`` of the tick, so
-  the tick body runs, in (slot, ordinal) order, each stage's body with ``v := j - column + s0`` under the guard
-  ``0 <= j - column < N``: the stage instances run in the order of their issue times. Carried state (a buffer
+  the tick body runs, in slot order, each stage's body with ``v := j - column + s0`` under the guard ``0 <= j -
+  column < N``: the stage instances run in the order of their issue times. Instances issued at the same time are
+  unordered; they run in the reverse of their sequential order (the newer iteration first, in one iteration the
+  later stage first), so that a dependence between them (a latency violation: every latency is at least one slot;
+  a slot overwritten as its last reader issues) shows as a wrong value, and a legal plan, which never issues
+  dependent instances together, is unaffected. Carried state (a buffer
   declared outside the loop: accumulators, tensors) is accessed as it is; its edges are what the plan's legality
   orders.
 
@@ -51,7 +55,7 @@ import numpy as np
 from .. import ir
 from .. import loopir as L
 from ..dtypes import dtype_of
-from ..index import IConst, IExpr, IVar, ibin
+from ..index import IConst, IExpr, IVar, free_vars, ibin
 from ..mapper import Mapper, subst_node
 from ..sched.base import Copier, ScheduleError, buffer_names, fresh_buffer, replace_loop, the_loop, \
     touched, with_body
@@ -66,10 +70,10 @@ MODELS = ("sync", "async")
 @dataclass(frozen=True)
 class Piece:
     """Statements over the pipeline loop's variable that run at tick ``i + column`` for iteration ``i``, in the
-    tick at ``key`` = (slot in the tick, 0 for a completion / 1 for an issue, stage ordinal)."""
+    tick at ``key`` = (slot in the tick, 0 for a completion / 1 for an issue, column, minus the stage ordinal)."""
 
     column: int
-    key: tuple[int, int, int]
+    key: tuple[int, int, int, int]
     stmts: tuple
 
 
@@ -256,10 +260,10 @@ class _Builder:
             if self.model == "async" and graph.stages[s].cls == "mma":
                 done = theta + stage_latency(graph, s, plan.target)
                 if waits:
-                    pieces.append(Piece(theta // ii, (theta % ii, 1, s), waits))
-                pieces.append(Piece(done // ii, (done % ii, 0, s), (block,)))
+                    pieces.append(Piece(theta // ii, (theta % ii, 1, theta // ii, -s), waits))
+                pieces.append(Piece(done // ii, (done % ii, 0, done // ii, -s), (block,)))
             else:
-                pieces.append(Piece(theta // ii, (theta % ii, 1, s), waits + (block,)))
+                pieces.append(Piece(theta // ii, (theta % ii, 1, theta // ii, -s), waits + (block,)))
         pieces.sort(key=lambda pc: pc.key)
         locals_ = tuple(d for d in decls if d.buf.name not in shared)
         columns = max(pc.column for pc in pieces) + 1 if pieces else 1
@@ -297,6 +301,11 @@ def realization(program: ir.Program, loop: str, graph: StageGraph, plan: ModuloP
         raise ScheduleError(f"realize: loop {loop!r} has {len(stages)} stages; the plan gives {len(plan.offsets)} "
                             f"offsets and the graph {len(graph.stages)} stages", lp.loc,
                             "give one offset per stage, in ordinal order")
+    bound = [st.buf.name for st in lp.body.ops if isinstance(st, L.Decl)
+             and any((lp.var, 0) in free_vars(e) for e in st.buf.shape)]
+    if bound:
+        raise ScheduleError(f"realize: the shape of {', '.join(bound)} depends on pipeline loop {loop!r}", lp.loc,
+                            "a buffer of the pipeline body needs a shape fixed across iterations to get slots")
     if plan.interval < 1 or min(plan.offsets) < 0:
         raise ScheduleError(f"realize: interval {plan.interval} and offsets {plan.offsets} of loop {loop!r}", lp.loc,
                             "the interval must be >= 1 and every offset >= 0")
