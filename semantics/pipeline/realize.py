@@ -89,7 +89,7 @@ class Realization:
     columns: int
     tick_var: int
     tick_name: str
-    copier: Copier = dataclasses.field(compare=False, repr=False, default=None)
+    copier: Copier = dataclasses.field(compare=False, repr=False)
 
     def _iteration(self, j: IExpr, column: int) -> IExpr:
         """``v = j - column + s0``: the loop variable of the iteration a piece at ``column`` runs at tick ``j``."""
