@@ -372,3 +372,16 @@ def test_drawn_plans_match_when_legal_and_differ_when_not(drawn, seed):
         assert same, (name, plan, model)
     elif broken[0] != "waits" or not any(w[2] == broken[1] for w in derive(graph, plan).waits):
         assert not same, (name, plan, model, broken)
+
+
+def test_run_overlapped_takes_a_schedule_a_kernel_or_a_program():
+    program, graph = case("two")
+    plan = ModuloPlan(1, (0, 2), 0, "c")
+    arrays = inputs(program, 6, 1)
+    want = sequential(program, arrays)["Y"]
+    for subject in (two, tc.schedule(two), program):
+        got = run_overlapped(subject, {"k": (graph, plan)}, arrays, model="sync")["Y"]
+        assert np.array_equal(want, got)
+    assert np.array_equal(run_overlapped(program, None, arrays)["Y"], want)  # no plan set: the sequential order
+    with pytest.raises(ScheduleError, match="expected"):
+        run_overlapped(tc.capture(two), None, arrays)

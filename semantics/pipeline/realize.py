@@ -354,10 +354,12 @@ def run_overlapped(subject: Any, plans: Optional[Plans], inputs: Mapping[str, An
 def _plans(program: ir.Program, plans: Optional[Plans], sizes: Mapping[str, int]) -> dict[str, tuple]:
     if plans is not None:
         return dict(plans)
-    from .graph import stage_graph  # the stage graph (semantics.pipeline.graph)
     from .stages import pipeline_loops
-    return {lp.name: (stage_graph(program, lp.name, sizes), lp.pipeline.plan) for lp in pipeline_loops(program.body)
-            if lp.pipeline.plan is not None}
+    planned = [lp for lp in pipeline_loops(program.body) if lp.pipeline.plan is not None]
+    if not planned:
+        return {}
+    from .graph import stage_graph  # the stage graph (semantics.pipeline.graph)
+    return {lp.name: (stage_graph(program, lp.name, sizes), lp.pipeline.plan) for lp in planned}
 
 
 __all__ = ["MODELS", "Piece", "Realization", "realization", "realize", "run_overlapped", "overwrites", "poison"]
