@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import tilecert as tc
 from tilecert import f32
+from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
 from tilecert.semantics.index import evaluate
 from tilecert.semantics.loopinterp import interpret_loops
@@ -380,3 +381,20 @@ def test_run_overlapped_takes_a_schedule_a_kernel_or_a_program():
     assert np.array_equal(run_overlapped(program, None, arrays)["Y"], want)  # no plan set: the sequential order
     with pytest.raises(ScheduleError, match="expected"):
         run_overlapped(tc.capture(two), None, arrays)
+
+
+def test_an_async_realization_names_its_pending_copies_and_waits():
+    program, graph = case("three")
+    r = realization(program, "k", graph, ModuloPlan(1, (0, 2, 3), 0, "cuda-host"), "async")
+    assert r.pending == (("a", "a.inflight"),)
+    text = tc.format_program(realize(program, "k", graph, ModuloPlan(1, (0, 2, 3), 0, "cuda-host"), "async"))
+    assert "local a.inflight: f32[4]" in text
+    assert text.count("a.inflight[") == 3  # written by the copy, moved by the waits of stages 1 and 2
+    gemm = tc.schedule(tiles).program
+    graph = graph_of(gemm, ("copy", "mma"), GEMM_EDGES)
+    r = realization(gemm, "k", graph, ModuloPlan(2, (0, 2), 0, "cuda-host"), "async")
+    names = {lp.name for pc in r.pieces for lp in L.loops(ir.Block((), pc.stmts))}
+    assert {"a.poison.0", "a.wait.1", "b.poison.1", "b.wait.0"} <= names
+    # in one tick: the mma's completion (iteration j - 2), then the issues, newest iteration first: the copy (j),
+    # the mma's waits (j - 1)
+    assert [(pc.column, pc.key[1]) for pc in r.pieces] == [(2, 0), (0, 1), (1, 1)]

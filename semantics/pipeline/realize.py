@@ -80,7 +80,9 @@ class Piece:
 @dataclass(frozen=True)
 class Realization:
     """A realized pipeline loop: the declarations before the tick loop, those at the top of each tick, the pieces
-    of each tick and the tick loop's variable and name."""
+    of each tick, the tick loop's variable and name, and (async) each ring's pending copy ``(buffer, name)``: its
+    copy stage writes the pending buffer and poisons the slot (loops ``<buffer>.poison.<axis>``), a wait moves it
+    into the ring (loops ``<buffer>.wait.<axis>``, before the consumer's stage block)."""
 
     loop: L.Loop
     decls: tuple[L.Decl, ...]
@@ -89,6 +91,7 @@ class Realization:
     columns: int
     tick_var: int
     tick_name: str
+    pending: tuple[tuple[str, str], ...]
     copier: Copier = dataclasses.field(compare=False, repr=False)
 
     def _iteration(self, j: IExpr, column: int) -> IExpr:
@@ -268,7 +271,7 @@ class _Builder:
         locals_ = tuple(d for d in decls if d.buf.name not in shared)
         columns = max(pc.column for pc in pieces) + 1 if pieces else 1
         return Realization(lp, tuple(out_decls), locals_, tuple(pieces), columns, self.copier.new_var(),
-                           self.copier.loop_name(f"{lp.name}.ticks"), self.copier)
+                           self.copier.loop_name(f"{lp.name}.ticks"), tuple(pending.items()), self.copier)
 
     def waits(self, consumer: int, shared: dict[str, L.Buffer], pending: dict[str, str], versions: dict[str, int]):
         """The moves ``b[slot] = b.inflight[slot]`` of the copies the waits of stage ``consumer`` complete: each wait
