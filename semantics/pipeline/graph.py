@@ -173,14 +173,20 @@ class _Isl:
         return f"{self.head()}{{ {leaf.space}[{', '.join(leaf.dims)}] -> {target} : {body} }}"
 
 
+def the_pipeline_loop(program: ir.Program, loop: str, op: str) -> L.Loop:
+    """The loop ``loop`` of ``program``, a pipeline loop (a ``ScheduleError`` naming the pipeline loops otherwise)."""
+    lp = the_loop(program, loop, op)
+    if lp.pipeline is None:
+        raise ScheduleError(f"{op}: loop {loop!r} is a {lp.kind} loop, not a pipeline loop",
+                            hint="the loops of tc.pipeline regions: " +
+                            (", ".join(q.name for q in L.loops(program.body) if q.pipeline is not None) or "none here"))
+    return lp
+
+
 def stage_graph(program: ir.Program, loop: str, sizes: Optional[Mapping[str, int]] = None) -> StageGraph:
     """The stage graph of pipeline loop ``loop`` of loop-form ``program`` (the rules in the module docstring);
     ``sizes`` binds some sizes (the others stay symbolic)."""
-    lp = the_loop(program, loop, "stage_graph")
-    if lp.pipeline is None:
-        raise ScheduleError(f"stage_graph: loop {loop!r} is a {lp.kind} loop, not a pipeline loop",
-                            hint="a stage graph is of the loop of a tc.pipeline region: " +
-                            (", ".join(q.name for q in L.loops(program.body) if q.pipeline is not None) or "none here"))
+    lp = the_pipeline_loop(program, loop, "stage_graph")
     stray = [st for st in lp.body.ops if not isinstance(st, (L.Decl, L.StageBlock))]
     if stray or not any(isinstance(st, L.StageBlock) for st in lp.body.ops):
         raise ScheduleError(f"stage_graph: the body of pipeline loop {loop!r} is not its declarations and stage "
