@@ -41,6 +41,28 @@ def alias(A: tc.Tensor[f32, "N"]):
         A.at(k.index() + 2).store(x + 1.0)
 
 
+@tc.kernel
+def nested(A: tc.Tensor[f32, "K"], C: tc.Tensor[f32, "K"]):
+    K = A.shape[0]
+    for k in tc.pipeline(K, window=2, interval=1):
+        k.stage("load")
+        a = A.tile((k.index(),), (1,)).load()
+        k.stage("use")
+        s = a
+        for _ in k.serial(2):  # temporaries declared per iteration of an inner loop
+            s = s * 2.0 + a
+        C.tile((k.index(),), (1,)).store(s)
+
+
+@tc.kernel
+def inferred(A: tc.Tensor[f32, "K"], C: tc.Tensor[f32, "K"]):
+    K = A.shape[0]
+    acc = tc.zeros(f32, ())
+    for k in tc.pipeline(K, window=2, interval=1):  # no cut: stages load / compute inferred
+        acc = acc + A.at(k.index()).load()
+    C.at(0).store(acc)
+
+
 def loop_form(kernel) -> ir.Program:
     small = {"bm": 2, "bn": 2, "bk": 2} if kernel is gemm else {}
     return tc.expand(kernel.capture(**small))
@@ -89,6 +111,15 @@ def test_aliasing_tensor_gives_an_effect_edge_at_its_distance():
     assert got[(1, 0, "A", "flow")] == (2, 2)
     assert [e.payload for e in g.edges if e.buffer == "A"] == ["effect"]
     assert "A" not in g.materialized
+
+
+def test_an_inferred_accumulation_is_carried_at_distance_one():
+    g = stage_graph(loop_form(inferred), "k")
+    assert [(st.name, st.cls, st.inferred) for st in g.stages] == [("load", "copy", True), ("compute", "compute", True)]
+    got = edges(g)
+    assert got[(0, 1, "load", "flow")] == (0, 0) and got[(1, 1, "acc", "flow")] == (1, 1)
+    assert edges(stage_graph(loop_form(nested), "k"))[(0, 1, "a", "flow")] == (0, 0)
+    assert stage_graph(loop_form(nested), "k").materialized == ("a",)  # s lives inside one iteration
 
 
 def test_not_a_pipeline_loop_is_refused():
@@ -189,8 +220,8 @@ def brute_edges(p: ir.Program, loop: str, sizes: dict[str, int]) -> dict:
     return found
 
 
-@pytest.mark.parametrize("kernel, sizes", [(gemm, {"M": 3, "N": 2, "K": 6}), (three, {"K": 4}),
-                                           (alias, {"N": 6})])
+@pytest.mark.parametrize("kernel, sizes", [(gemm, {"M": 3, "N": 2, "K": 6}), (three, {"K": 4}), (alias, {"N": 6}),
+                                           (nested, {"K": 3}), (inferred, {"K": 3}), (inferred, {"K": 0})])
 def test_the_graph_agrees_with_brute_force(kernel, sizes):
     p = loop_form(kernel)
     assert edges(stage_graph(p, "k", sizes)) == brute_edges(p, "k", sizes)
