@@ -227,7 +227,8 @@ def test_the_graph_agrees_with_brute_force(kernel, sizes):
     assert edges(stage_graph(p, "k", sizes)) == brute_edges(p, "k", sizes)
 
 
-# drawn pipelines: stages of scalar statements over two tensors and a declared buffer, at shifted indices
+# drawn pipelines: stages of scalar stores and updates, some guarded, over two tensors and a declared buffer, at
+# shifted indices
 def _drawn(draw) -> ir.Program:
     n_stages = draw(st.integers(2, 3))
     k = IVar(0, 0)
@@ -241,7 +242,11 @@ def _drawn(draw) -> ir.Program:
             ix = [IBin("add", k, IConst(c)) for c in shift]
             idx_src = (ix[0],) if src != "t" else (IConst(shift[0] % 2),)
             idx_dst = (ix[1],) if dst != "t" else (IConst(shift[1] % 2),)
-            stmts.append(L.Assign(dst, idx_dst, L.Bin("add", L.Ld(src, idx_src, "i32"), L.Lit(1, "i32"), "i32")))
+            value = L.Bin("add", L.Ld(src, idx_src, "i32"), L.Lit(1, "i32"), "i32")
+            stmt = L.Accum(dst, idx_dst, "add", value) if draw(st.booleans()) else L.Assign(dst, idx_dst, value)
+            if draw(st.booleans()):  # only on some iterations
+                stmt = L.If(IBin("lt", k, IConst(draw(st.integers(0, 3)))), ir.Block((), (stmt,)))
+            stmts.append(stmt)
         blocks.append(L.StageBlock(IConst(1), ir.Block((), tuple(stmts)), pipeline=7, ordinal=s, name=f"s{s}"))
     body = (L.Decl(L.Buffer("t", "i32", (IConst(2),))),) + tuple(blocks)
     lp = L.Loop(0, "k", ISize("N"), "pipeline", ir.Block((), body), pipeline=L.Pipelining(7))
@@ -249,7 +254,7 @@ def _drawn(draw) -> ir.Program:
     return ir.Program("drawn", ("N",), tensors, ir.Block((), (lp,)))
 
 
-@settings(max_examples=15, deadline=None)
+@settings(deadline=None)
 @given(st.data())
 def test_drawn_pipelines_agree_with_brute_force(data):
     p = _drawn(data.draw)
