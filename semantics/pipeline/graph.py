@@ -194,7 +194,7 @@ def stage_graph(program: ir.Program, loop: str, sizes: Optional[Mapping[str, int
                             "keep its statements inside the stages")
     outer, guards, scope = _context(program, lp)
     isl_text = _Isl({k: int(v) for k, v in (sizes or {}).items()}, outer)
-    leaves, accesses = _collect(lp, guards, scope)
+    accesses = _collect(lp, guards, scope)
     blocks = [st for st in lp.body.ops if isinstance(st, L.StageBlock)]
     stages = tuple(StageInfo(b.ordinal, b.name, _stage_class(b, scope), b.inferred) for b in blocks)
     maps = {id(a): isl_text.access(a) for a in accesses}
@@ -241,8 +241,8 @@ def _context(program: ir.Program, target: L.Loop) -> tuple[tuple[L.Loop, ...], t
     return found
 
 
-def _collect(lp: L.Loop, guards: tuple[IExpr, ...], scope: dict[str, _Buffer]) -> tuple[list[_Leaf], list[_Access]]:
-    """The statements of the pipeline body and their accesses; a declaration of the body itself goes to the first
+def _collect(lp: L.Loop, guards: tuple[IExpr, ...], scope: dict[str, _Buffer]) -> list[_Access]:
+    """The accesses of the statements of the pipeline body; a declaration of the body itself goes to the first
     stage that accesses its buffer (dropped when none does)."""
     leaves: list[_Leaf] = []
     accesses: list[_Access] = []
@@ -263,7 +263,7 @@ def _collect(lp: L.Loop, guards: tuple[IExpr, ...], scope: dict[str, _Buffer]) -
         if stages:
             leaf.stage = min(stages)
             accesses.append(_Access(leaf, buf, True, None))
-    return leaves, accesses
+    return accesses
 
 
 def _walk(block: ir.Block, stage: int, loops: tuple[L.Loop, ...], guards: tuple[IExpr, ...], schedule: tuple[str, ...],
