@@ -9,7 +9,8 @@ it is (it lowers sequentially).
 The gate: a plan is realized only when the checker proved it. The checker's report on the program (cached,
 ``checker.gate.cached``) must hold a ``pipeline_schedule`` result, and ``versions`` and ``release`` results when
 the plan gives a buffer a ring, every one of them proved; anything else (disproved, unknown, not decided) is a
-``LoweringError`` naming what is open. The realization itself is not trusted beyond that: the lowering of the
+``LoweringError`` naming what is open. So is a plan that breaks an edge the realization relies on
+(``realize.ordering_violations``: carried state keeps one copy, whatever versions the plan gives it). The realization itself is not trusted beyond that: the lowering of the
 realized program is validated like any other (``validation.validate``).
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ from tilecert.checker.verdict import PROVED, Report
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
 from tilecert.semantics.pipeline.derive import derive
-from tilecert.semantics.pipeline.realize import realize
+from tilecert.semantics.pipeline.realize import ordering_violations, realize
 from tilecert.semantics.pipeline.stages import pipeline_loops
 from tilecert.semantics.serialize import dump
 from tilecert.semantics.transform import Kind
@@ -47,6 +48,12 @@ def realize_plans(program: ir.Program, sizes: Mapping[str, int]) -> ir.Program:
         graph = stage_graph(program, lp.name, sizes)
         if derive(graph, plan).rings:
             _gate(lp, report, PLAN_KINDS)
+        broken = ordering_violations(program, lp.name, graph, plan)
+        if broken:
+            raise LoweringError(f"the realization of pipeline loop {lp.name!r} keeps one copy of carried state, and "
+                                f"the plan breaks its edge {broken[0]}", lp.loc,
+                                "choose offsets that meet the edges of carried state (a larger interval or a later "
+                                "consumer)")
         out = realize(out, lp.name, graph, plan, "sync", phases=True)
     return out
 

@@ -21,7 +21,9 @@ plan.offsets``):
   a slot overwritten as its last reader issues) shows as a wrong value, and a legal plan, which never issues
   dependent instances together, is unaffected. Carried state (a buffer
   declared outside the loop: accumulators, tensors) is accessed as it is; its edges are what the plan's legality
-  orders.
+  orders: it keeps its one copy even where the plan gives it versions, so the realization matches the plan's
+  meaning only where those edges hold as schedule constraints (``ordering_violations``: the lowering refuses a
+  plan that breaks one; the interpreter runs it as written).
 
 Two models of completion:
 
@@ -60,8 +62,8 @@ from ..mapper import Mapper, subst_node
 from ..sched.base import Copier, ScheduleError, buffer_names, fresh_buffer, replace_loop, the_loop, \
     touched, with_body
 from .derive import Derived, derive
-from .latency import stage_latency
-from .plan import ModuloPlan, StageGraph
+from .latency import edge_latency, stage_latency
+from .plan import Edge, ModuloPlan, StageGraph
 from .stages import stage_blocks
 
 MODELS = ("sync", "async")
@@ -227,12 +229,6 @@ class _Builder:
         decls = [st for st in lp.body.ops if isinstance(st, L.Decl)]
         users = {d.buf.name: [s for s in self.stages if d.buf.name in touched(s)] for d in decls}
         shared = {d.buf.name: d.buf for d in decls if len(users[d.buf.name]) > 1}
-        for ring in self.derived.rings:
-            if ring.buffer not in users:
-                raise ScheduleError(f"realize: buffer {ring.buffer!r} gets {ring.versions} versions but the pipeline "
-                                    f"loop {lp.name!r} does not declare it", lp.loc,
-                                    "only a buffer the pipeline body declares (a value of one iteration) gets "
-                                    "versions; carried state keeps one copy")
         versions = {b: (self.derived.ring(b).versions if self.derived.ring(b) else 1) for b in shared}
         copies = {s.ordinal for s in self.stages if graph.stages[s.ordinal].cls == "copy"} \
             if self.model == "async" else set()
@@ -315,6 +311,17 @@ def realization(program: ir.Program, loop: str, graph: StageGraph, plan: ModuloP
     return _Builder(program, lp, graph, plan, model).build()
 
 
+def ordering_violations(program: ir.Program, loop: str, graph: StageGraph, plan: ModuloPlan) -> tuple[Edge, ...]:
+    """The edges the realization relies on that ``plan`` breaks: every flow edge, and every anti and output edge of
+    a buffer the pipeline body does not declare (one copy), must have ``theta(c) + d * II - theta(p) >=
+    latency(e)`` (``Issue(c, i + d) - Issue(p, i)`` is that for every ``i``; a larger distance only adds ``II``s)."""
+    declared = {st.buf.name for st in the_loop(program, loop, "realize").body.ops if isinstance(st, L.Decl)}
+    theta, ii = plan.offsets, plan.interval
+    return tuple(e for e in graph.edges if (e.dep == "flow" or e.buffer not in declared)
+                 and not (e.producer == e.consumer and e.distance == 0)
+                 and theta[e.consumer] + e.distance * ii - theta[e.producer] < edge_latency(graph, e, plan.target))
+
+
 def realize(program: ir.Program, loop: str, graph: StageGraph, plan: ModuloPlan, model: str = "sync", *,
             phases: bool = False) -> ir.Program:
     """``program`` with pipeline loop ``loop`` replaced by its realization under ``plan`` (the module docstring):
@@ -365,4 +372,5 @@ def _plans(program: ir.Program, plans: Optional[Plans], sizes: Mapping[str, int]
     return {lp.name: (stage_graph(program, lp.name, sizes), lp.pipeline.plan) for lp in planned}
 
 
-__all__ = ["MODELS", "Piece", "Realization", "realization", "realize", "run_overlapped", "overwrites", "poison"]
+__all__ = ["MODELS", "Piece", "Realization", "realization", "realize", "ordering_violations", "run_overlapped",
+           "overwrites", "poison"]
