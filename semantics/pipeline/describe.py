@@ -66,8 +66,8 @@ def describe(graph: StageGraph, derived: Derived, trip: int | None = None) -> st
         lines.append(f"    {e}{flows}  latency {lat}  slack {slack}")
     ringed = {r.buffer for r in derived.rings}
     single = [b for b in graph.materialized if b not in ringed]
-    rings = [f"{r.buffer}: {r.versions} version{'s' if r.versions != 1 else ''} (slot i mod {r.versions}), written by stage {r.producer}, "
-             f"readers {{{', '.join(map(str, r.readers))}}}" for r in derived.rings]
+    rings = [f"{r.buffer}: {r.versions} version{'s' if r.versions != 1 else ''} (slot i mod {r.versions}), "
+             f"written by stage {r.producer}, readers {{{', '.join(map(str, r.readers))}}}" for r in derived.rings]
     if single:
         rings.append(f"one version, no ring: {', '.join(single)}")
     lines.append("  rings: " + ("; ".join(rings) if rings else "none"))
