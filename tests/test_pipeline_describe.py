@@ -109,3 +109,12 @@ def test_three_stage_printout_planned_and_given():
     text = describe(THREE, derive(THREE, bad))
     assert "0 -> 2 (d=0, flow value b)  latency 1  slack -1" in text
     assert "b: 1 version (slot i mod 1), written by stage 0, readers {2}" in line(text, "rings")
+
+
+def test_a_write_to_another_version_is_marked_renamed():
+    g = StageGraph(1, "j", THREE.stages, THREE.edges + (Edge(1, 0, 1, "value", "a", "anti"),
+                                                       Edge(2, 1, 1, "effect", "t", "anti")), THREE.materialized)
+    text = describe(g, derive(g, plan_modulo(g)))
+    assert line(text, "1 -> 0 (d=1, anti value a)").endswith("(renamed by slots)")
+    assert not line(text, "2 -> 1 (d=1, anti effect t)").endswith("(renamed by slots)")  # t: one copy, a constraint
+    assert not line(text, "0 -> 1 (d=0, flow value a)").endswith("(renamed by slots)")

@@ -6,24 +6,28 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
+from tilecert.semantics.pipeline.derive import constrains
 from tilecert.semantics.pipeline.latency import LATENCY
 from tilecert.semantics.pipeline.plan import Edge, StageGraph, StageInfo
 from tilecert.semantics.pipeline.planner import columns, plan_modulo, rec_mii
 from tilecert.semantics.sched.base import ScheduleError
 
 
-def graph(classes, edges):
+def graph(classes, edges, materialized=()):
+    """Edges ``(p, c, d)`` (a flow edge through a buffer of its own) or ``(p, c, d, dep, buffer)``."""
     stages = tuple(StageInfo(k, f"s{k}", cls) for k, cls in enumerate(classes))
-    return StageGraph(0, "k", stages, tuple(Edge(p, c, d, "value", f"b{n}") for n, (p, c, d) in enumerate(edges)))
+    made = tuple(Edge(*e[:3], "value", e[4], e[3]) if len(e) == 5 else Edge(*e, "value", f"b{n}")
+                 for n, e in enumerate(edges))
+    return StageGraph(0, "k", stages, made, tuple(materialized))
 
 
 COPY_COMPUTE = graph(("copy", "compute"), [(0, 1, 0)])
 
 
 def legal(g, plan, trip=8):
-    """Every edge holds at every iteration of a trip, by ``Issue`` itself."""
+    """Every edge that constrains the schedule holds at every iteration of a trip, by ``Issue`` itself."""
     return all(plan.issue(e.consumer, i + e.distance) >= plan.issue(e.producer, i) + LATENCY[plan.target][
-        g.stages[e.producer].cls] for e in g.edges for i in range(trip) if i + e.distance < trip)
+        g.stages[e.producer].cls] for e in g.edges if constrains(g, e) for i in range(trip) if i + e.distance < trip)
 
 
 @pytest.mark.parametrize("target,theta", [("c", (0, 1)), ("interp", (0, 1)), ("cuda", (0, 2)),
@@ -53,6 +57,24 @@ def test_window_1_forces_the_interval_past_every_offset(target):
     assert columns(free.offsets, 1) == LATENCY[target]["copy"] + 1
     assert plan_modulo(COPY_COMPUTE, window=columns(free.offsets, 1), target=target).interval == 1
     assert plan_modulo(COPY_COMPUTE, window=columns(free.offsets, 1) - 1, target=target).interval == 2
+
+
+# the GEMM's K loop: a and b loaded, their product accumulated; the next load overwrites what the mma read
+GEMM_EDGES = [(0, 1, 0, "flow", "a"), (0, 1, 0, "flow", "b"), (1, 1, 1, "flow", "acc"), (1, 0, 1, "anti", "a"),
+              (1, 0, 1, "anti", "b"), (0, 0, 1, "output", "a"), (1, 1, 1, "anti", "acc"), (1, 1, 1, "output", "acc")]
+
+
+@pytest.mark.parametrize("target,ii,theta", [("c", 1, (0, 1)), ("cuda", 2, (0, 2))])
+def test_writes_to_another_version_of_a_materialized_buffer_are_renamed_by_its_slots(target, ii, theta):
+    g = graph(("copy", "mma"), GEMM_EDGES, materialized=("a", "acc", "b"))
+    plan = plan_modulo(g, target=target)
+    assert (plan.interval, plan.offsets) == (ii, theta) and columns(plan.offsets, ii) == 2  # the loads run ahead
+    assert [str(e) for e in g.edges if not constrains(g, e)] == [str(e) for e in g.edges if e.dep != "flow"]
+    # the same accesses to storage with one copy (not materialized: a tensor): no overlap
+    shared = graph(("copy", "mma"), GEMM_EDGES)
+    plan = plan_modulo(shared, target=target)
+    assert columns(plan.offsets, plan.interval) == 1 and legal(shared, plan)
+    assert plan.interval == LATENCY[target]["copy"] + LATENCY[target]["mma"]  # the cycle load -> mma -> next load
 
 
 def test_ties_keep_source_order_where_the_edges_allow():
@@ -93,7 +115,8 @@ def cycle_rec_mii(g):
         for seq in itertools.permutations(range(n), k):
             if seq[0] != min(seq):
                 continue
-            hops = [[e for e in g.edges if (e.producer, e.consumer) == (seq[j], seq[(j + 1) % k])] for j in range(k)]
+            hops = [[e for e in g.edges if (e.producer, e.consumer) == (seq[j], seq[(j + 1) % k]) and constrains(g, e)]
+                    for j in range(k)]
             for choice in itertools.product(*hops):
                 lat = sum(LAT3[g.stages[e.producer].cls] for e in choice)
                 dist = sum(e.distance for e in choice)
@@ -110,8 +133,9 @@ def graphs(draw):
     edges = []
     for _ in range(draw(st.integers(0, 6))):
         p, c = draw(st.integers(0, n - 1)), draw(st.integers(0, n - 1))
-        edges.append((p, c, draw(st.integers(0 if p < c else 1, 2))))  # distance 0 only forward (plan.Edge)
-    return graph(classes, edges)
+        d = draw(st.integers(0 if p < c else 1, 2))  # distance 0 only forward (plan.Edge)
+        edges.append((p, c, d, draw(st.sampled_from(["flow", "anti", "output"])), draw(st.sampled_from("xyz"))))
+    return graph(classes, edges, draw(st.lists(st.sampled_from("xyz"), unique=True)))
 
 
 @given(graphs(), st.integers(0, 3), st.integers(1, 3))
@@ -128,7 +152,7 @@ def test_brute_force_the_planner_finds_the_least_feasible_interval_and_earliest_
 
     def feasible(ii):
         ok = np.ones(len(grid), dtype=bool)
-        for e in g.edges:
+        for e in filter(lambda e: constrains(g, e), g.edges):
             ok &= grid[:, e.consumer] + e.distance * ii >= grid[:, e.producer] + LAT3[g.stages[e.producer].cls]
         if window:
             ok &= grid.max(axis=1) // ii + 1 <= window

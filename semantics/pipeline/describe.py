@@ -5,18 +5,16 @@ columns, whether the planner chose the plan); per stage its class, ``theta``, co
 ``i*II+theta``; the ticks of the prologue ``[0, C-1)``, the steady state ``[C-1, N)`` and the epilogue
 ``[N, N+C-1)`` (numbers for a given trip: ``[0, C-1)``, ``[C-1, max(C-1, N))``, ``[max(N, C-1), N+C-1)``, so a trip
 shorter than ``C-1`` has no steady state); the copy and compute issue points; every edge with its latency and slack
-``theta(c) + d*II - theta(p) - latency(e)``; the rings (versions, slot ``i mod V``, joined readers); the waits; the
-releases; and the barriers / events the target realizes them with. It states the plan, not its legality: the
-obligations ``pipeline_schedule``, ``versions`` and ``release`` decide that.
+``theta(c) + d*II - theta(p) - latency(e)`` (an anti or output edge to another version of a materialized buffer is
+marked: the slots rename it, see ``derive.constrains``); the rings (versions, slot ``i mod V``, joined
+readers); the waits; the releases; and the barriers / events the target realizes them with. It states the plan,
+not its legality: the obligations ``pipeline_schedule``, ``versions`` and ``release`` decide that.
 """
 from __future__ import annotations
 
-from .derive import Derived
-from .latency import edge_latency
+from .derive import Derived, constrains
+from .latency import ASYNC_TARGETS, edge_latency
 from .plan import StageGraph
-
-ASYNC_TARGETS = ("cuda", "cuda-host")
-"""Targets whose copies are asynchronous (``cp.async``): a copy completes at its consumer's wait."""
 
 
 def _ticks(columns: int, trip: int | None) -> str:
@@ -62,8 +60,9 @@ def describe(graph: StageGraph, derived: Derived, trip: int | None = None) -> st
     for e in graph.edges:
         lat = edge_latency(graph, e, target)
         slack = theta[e.consumer] + e.distance * ii - theta[e.producer] - lat
-        flows = f", flows up to d={e.max_distance}" if e.max_distance not in (None, e.distance) else ""
-        lines.append(f"    {e}{flows}  latency {lat}  slack {slack}")
+        flows = f", up to d={e.max_distance}" if e.max_distance not in (None, e.distance) else ""
+        renamed = "" if constrains(graph, e) else "  (renamed by slots)"
+        lines.append(f"    {e}{flows}  latency {lat}  slack {slack}{renamed}")
     ringed = {r.buffer for r in derived.rings}
     single = [b for b in graph.materialized if b not in ringed]
     rings = [f"{r.buffer}: {r.versions} version{'s' if r.versions != 1 else ''} (slot i mod {r.versions}), "

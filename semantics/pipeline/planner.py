@@ -1,12 +1,16 @@
 """The modulo planner: the least initiation interval, then the earliest stage offsets (iterative modulo scheduling).
 
-For a stage graph on ``target`` every edge ``e = (p, c, d)`` is the difference constraint::
+For a stage graph on ``target`` every edge ``e = (p, c, d)`` that constrains the schedule is the difference
+constraint::
 
     theta(c) - theta(p) >= latency(e) - d * II          (latency: ``latency.edge_latency``, the one table)
 
-and ``theta >= 0``. This is Rau's iterative modulo scheduling with no resource model beyond the latency table
-(ResMII = 1: a stage is not a machine operation competing for a functional unit, so only recurrences and the
-window bound II):
+and ``theta >= 0``. The edges that do not constrain it (``derive.constrains``) are the anti and output edges at
+``d >= 1`` of a materialized buffer that flow edges read: a write to another version, which the buffer's slots
+rename (``derive`` sizes the slots from liveness so that a slot's next write follows the release of the version in
+it; the ``versions`` obligation decides it). This is Rau's iterative modulo scheduling with no resource model
+beyond the latency table (ResMII = 1: a stage is not a machine operation competing for a functional unit, so only
+recurrences and the window bound II):
 
 - ``RecMII = max over the graph's cycles of ceil(sum latency / sum distance)``: a cycle of total latency ``L`` and
   distance ``D`` has constraint weight ``L - D * II``, which is ``<= 0`` exactly when ``II >= ceil(L / D)``, so
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from .derive import constrains
 from .latency import LATENCY, edge_latency
 from .plan import ModuloPlan, StageGraph
 
@@ -36,8 +41,10 @@ Constraint = tuple[int, int, int]
 
 
 def constraints(graph: StageGraph, target: str, interval: int) -> list[Constraint]:
-    """``(p, c, latency(e) - d * II)`` for every edge of ``graph`` (flow, anti and output alike)."""
-    return [(e.producer, e.consumer, edge_latency(graph, e, target) - e.distance * interval) for e in graph.edges]
+    """``(p, c, latency(e) - d * II)`` for every edge of ``graph`` that constrains the schedule (``derive.constrains``:
+    all but the writes to another version of a materialized buffer, which its slots rename)."""
+    return [(e.producer, e.consumer, edge_latency(graph, e, target) - e.distance * interval) for e in graph.edges
+            if constrains(graph, e)]
 
 
 def longest_paths(n: int, cons: Sequence[Constraint]) -> tuple[Optional[tuple[int, ...]], tuple[int, ...]]:
