@@ -233,8 +233,11 @@ def test_a_modulo_schedule_runs_overlapped_and_its_unproved_plan_is_refused_by_t
     b = rng.standard_normal((16, 9)).astype(np.float32)
     c = np.zeros((7, 9), np.float32)
     want = tc.run(tc.schedule(gemm).program, A=a, B=b, C=c)["C"]
-    for model in ("sync", "async"):
-        assert np.array_equal(run_overlapped(s, None, {"A": a, "B": b, "C": c}, model=model)["C"], want)
+    planned = tc.schedule(gemm)
+    planned.modulo("k")  # the planner's plan
+    for sched in (s, planned):
+        for model in ("sync", "async"):
+            assert np.array_equal(run_overlapped(sched, None, {"A": a, "B": b, "C": c}, model=model)["C"], want)
     bad = tc.schedule(gemm)
     bad.modulo("k", interval=1, offsets={"load": 0, "compute": 0})  # the mma issues with the loads it reads
     with pytest.raises(LoweringError, match="not proved"):
