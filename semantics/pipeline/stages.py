@@ -15,10 +15,13 @@ sequential meaning: they read no value of the iteration and no tensor the iterat
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Iterator
 
 from .. import ir
 from .. import loopir as L
+from ..errors import Loc
+from ..index import IExpr
 
 
 def _stored_tensors(block: ir.Block) -> set[str]:
@@ -72,3 +75,94 @@ def pipeline_loops(block: ir.Block) -> Iterator[L.Loop]:
     for lp in L.loops(block):
         if lp.pipeline is not None:
             yield lp
+
+
+def check_stage_structure(program: ir.Program) -> list[str]:
+    """The problems of ``program``'s stage structure (empty when well formed).
+
+    Well formed: every loop with a pipeline policy has the body ``[Decl..., StageBlock 0, ..., StageBlock S-1]``
+    (S >= 1, ordinals ``0 .. S-1`` in order, each block's ``pipeline`` the loop's), and no ``StageBlock`` stands
+    anywhere else. A schedule op that cannot keep this form refuses (``ScheduleError``)."""
+    problems: list[str] = []
+
+    def visit(block: ir.Block) -> None:
+        for st in block.ops:
+            if isinstance(st, L.StageBlock):
+                problems.append(f"stage {st.ordinal} ({st.name}) of pipeline {st.pipeline} stands outside the body "
+                                "of its pipeline loop")
+            if isinstance(st, L.Loop) and st.pipeline is not None:
+                problems.extend(_loop_problems(st))
+                for inner in st.body.ops:
+                    if isinstance(inner, (L.If, L.Loop)):
+                        visit(inner.body)
+            elif isinstance(st, (L.If, L.Loop)):
+                visit(st.body)
+
+    visit(program.body)
+    return problems
+
+
+def _loop_problems(lp: L.Loop) -> list[str]:
+    """What breaks ``[Decl..., StageBlock 0 .. S-1]`` in the body of pipeline loop ``lp``."""
+    ops = lp.body.ops
+    head = 0
+    while head < len(ops) and isinstance(ops[head], L.Decl):
+        head += 1
+    out = [f"pipeline loop {lp.name!r} holds {_what(st)} beside its stage blocks" for st in ops[head:]
+           if not isinstance(st, L.StageBlock)]
+    blocks = stage_blocks(lp)
+    if not blocks:
+        out.append(f"pipeline loop {lp.name!r} has no stage blocks")
+    ordinals = [st.ordinal for st in blocks]
+    if ordinals != list(range(len(blocks))):
+        out.append(f"the stage blocks of pipeline loop {lp.name!r} have ordinals {ordinals}, not "
+                   f"{list(range(len(blocks)))} in order")
+    out += [f"stage {st.ordinal} ({st.name}) in pipeline loop {lp.name!r} belongs to pipeline {st.pipeline}, not "
+            f"{lp.pipeline.pipeline}" for st in blocks if lp.pipeline is not None and st.pipeline != lp.pipeline.pipeline]
+    return out
+
+
+def _what(st: object) -> str:
+    if isinstance(st, L.Loop):
+        return f"loop {st.name!r}"
+    if isinstance(st, L.Decl):
+        return f"the declaration of {st.buf.name} after a stage block"
+    return f"a {type(st).__name__} statement"
+
+
+def dissolved(block: ir.Block) -> ir.Block:
+    """``block`` with every stage block directly in it replaced by its statements: what stays of a pipeline when an
+    op removes its loop (``remove_unit`` of a one-trip pipeline loop, a materializing ``unroll``): without a loop
+    there is nothing to overlap, and a stage block runs as the statements it holds."""
+    ops = tuple(inner for st in block.ops for inner in (st.body.ops if isinstance(st, L.StageBlock) else (st,)))
+    return ir.Block(block.args, ops, block.yields)
+
+
+def reads(block: ir.Block, buffer: str) -> bool:
+    """Whether a statement in ``block`` (at any depth) loads ``buffer``."""
+    return any(ld.buf == buffer for st in ir.walk(block) if isinstance(st, (L.Assign, L.Accum))
+               for ld in L.loads(st.value))
+
+
+def into_stage(ops: tuple, stmts: list, buffer: str) -> list:
+    """The pipeline loop body ``ops`` (``[Decl..., StageBlock...]``) with ``stmts`` added at the start of an
+    iteration as the stage structure allows: their declarations join the body's, the rest go in front of the first
+    stage block that reads ``buffer``. Stage blocks run in ordinal order within an iteration, so that is before
+    every read of ``buffer`` in the iteration, as at the iteration's start; nothing ran earlier in the iteration
+    reads ``buffer``."""
+    decls = [st for st in stmts if isinstance(st, L.Decl)]
+    rest = [st for st in stmts if not isinstance(st, L.Decl)]
+    first = next(k for k, st in enumerate(ops) if isinstance(st, L.StageBlock) and reads(st.body, buffer))
+    target = ops[first]
+    return decls + list(ops[:first]) + [dataclasses.replace(target, body=ir.Block(
+        target.body.args, tuple(rest) + target.body.ops, target.body.yields))] + list(ops[first + 1:])
+
+
+def guarded(block: ir.Block, cond: IExpr, loc: Loc) -> ir.Block:
+    """``block`` run only where ``cond`` holds: ``if cond { block }``, except that a pipeline loop body
+    (``[Decl..., StageBlock...]``) keeps its form, the guard going inside each stage block (a declaration has no
+    effect, and every stage block of an iteration sees the same ``cond``)."""
+    if not any(isinstance(st, L.StageBlock) for st in block.ops):
+        return ir.Block((), (L.If(cond, block, loc),))
+    return ir.Block(block.args, tuple(dataclasses.replace(st, body=ir.Block((), (L.If(cond, st.body, loc),)))
+                                      if isinstance(st, L.StageBlock) else st for st in block.ops), block.yields)

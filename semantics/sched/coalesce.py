@@ -124,7 +124,8 @@ def reshape(p: ir.Program, loop: str, extents: list[int], names: Optional[list[s
     for k, (e, g) in enumerate(zip(es, given)):
         n = loop_name(p, g, f"{loop}.{k}", "reshape", freed=(loop,), taken=taken)
         taken.add(n)
-        headers.append(L.Loop(new_var(), n, IConst(e), lp.kind, lp.body, None, IConst(0), lp.loc))
+        headers.append(L.Loop(new_var(), n, IConst(e), lp.kind, lp.body, None, IConst(0), lp.loc,
+                              lp.pipeline if k == len(es) - 1 else None))  # the innermost runs the pipeline
     index: IExpr = IConst(0)
     stride = 1
     for h, e in zip(reversed(headers), reversed(es)):

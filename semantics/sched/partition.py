@@ -72,7 +72,7 @@ def partition(p: ir.Program, loop: str, breakpoints: list, *,
     for j, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
         var, name = copier.new_var(), copier.loop_name(f"{loop}.s{j}")
         c = copier.copy(lp.body, lp.var, IVar(var, 0), f"s{j}")
-        segments.append(L.Loop(var, name, ibin("sub", hi, lo), lp.kind, c.body, lp.binding, lo, lp.loc))
+        segments.append(L.Loop(var, name, ibin("sub", hi, lo), lp.kind, c.body, lp.binding, lo, lp.loc, lp.pipeline))
         pieces.append(c.piece(lp.var, IVar(var, 0)))
         handles.append(name)
     chain = " < ".join(str(b) for b in bounds)

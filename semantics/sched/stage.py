@@ -54,6 +54,7 @@ from .. import ir
 from .. import loopir as L
 from ..dtypes import DTYPES
 from ..index import IVar, ibin
+from ..pipeline.stages import into_stage
 from . import args as A
 from .base import ScheduleError, buffer_names, buffer_type, fresh_buffer, hardware_bound
 from .registry import schedule_op
@@ -106,7 +107,10 @@ def stage(p: ir.Program, source: str, tile_loops: list[str], *, shared: bool = F
     def make(sts: list, ctx: Any) -> list:
         made.append(serial_load(p, plan, tile, prec, ctx, new_var, taken, loc))
         remapped = ToTile(plan, tile, prec).map_block(ir.Block((), tuple(sts))).ops
-        return [L.Decl(L.Buffer(tile, prec, declared, "local"), loc), made[0].stmt, *remapped]
+        head = [L.Decl(L.Buffer(tile, prec, declared, "local"), loc), made[0].stmt]
+        if plan.anchor is not None and plan.anchor.pipeline is not None:  # the load opens the stage reading it
+            return into_stage(remapped, head, tile)
+        return [*head, *remapped]
 
     out = place(p, plan, make, bound_sizes)
     (ld,) = made
