@@ -1,7 +1,13 @@
 """A pipeline's stages: the explicit cuts, or the rule that infers them, and the stage blocks in loop form.
 
-Explicit cuts (``k.stage(name)``): stage ``k`` is the ops between cut ``k`` and the next; ops before the first
-cut must be pure (the builder refuses others).
+Explicit cuts (``k.stage(name)``): stage ``k`` is the ops between cut ``k`` and the next. The ops before the
+first cut, the *prelude*, must be pure index math (``impure_prelude``; capture refuses others): index values
+(``k.index()`` as a tile) and elementwise arithmetic, casts, selects and reshapes of them, with numbers mixed
+in (no load, no store, no tile constant, no carried value). The prelude belongs to no stage: each stage recomputes, in front of
+its own ops and in source order, the prelude ops it uses (directly or through another prelude op; the last
+stage also counts the carries' yields), into buffers of its own. A pure op gives the same value wherever it runs
+in the iteration, so this keeps the meaning, and no stage reads a buffer another stage wrote for the prelude (no
+edge between stages comes from index math).
 
 Inferred (no cut in the body), by dependence depth from loads:
 
@@ -16,7 +22,7 @@ sequential meaning: they read no value of the iteration and no tensor the iterat
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator
+from typing import Iterator, Optional, Sequence
 
 from .. import ir
 from .. import loopir as L
@@ -48,13 +54,53 @@ def _defined(block: ir.Block) -> set[int]:
     return out
 
 
+PRELUDE_ARITH = (ir.Cast, ir.Unary, ir.Binary, ir.Select, ir.Reshape)
+"""Elementwise ops that may stand in a prelude (on index values)."""
+
+
+def impure_prelude(ops: Sequence[ir.Op]) -> Optional[ir.Op]:
+    """The first op of ``ops`` (a pipeline body before its first cut) that is not pure index math (None when all
+    are). Pure index math: an ``IndexValue`` (``k.index()`` as a tile); a ``PRELUDE_ARITH`` op whose operands are
+    index values or rank-0 constants, at least one an index value (its result is an index value); a rank-0
+    ``Full`` (a number mixed into that arithmetic) that such an op reads."""
+    index: set[int] = set()
+    numbers: dict[int, ir.Op] = {}
+    read: set[int] = set()
+    for o in ops:
+        if isinstance(o, ir.Full) and o.out.type.rank == 0:
+            numbers[o.out.id] = o
+            continue
+        operands = ir.operands_of(o)
+        if not (isinstance(o, ir.IndexValue) or isinstance(o, PRELUDE_ARITH) and any(v in index for v in operands)
+                and all(v in index or v in numbers for v in operands)):
+            return o
+        index.add(o.out.id)
+        read.update(operands)
+    return next((o for v, o in numbers.items() if v not in read), None)
+
+
+def _with_prelude(ops: tuple, prelude: range, own: range, extra: set[int]) -> tuple[int, ...]:
+    """``own`` preceded by the prelude positions whose values ``own``'s ops (or ``extra``) use, directly or through
+    another prelude op, in source order."""
+    needed = set(extra).union(*(ir.uses(ops[k]) for k in own))
+    used: list[int] = []
+    for k in reversed(prelude):
+        if any(v.id in needed for v in ir.results_of(ops[k])):
+            used.append(k)
+            needed |= ir.uses(ops[k])
+    return tuple(reversed(used)) + tuple(own)
+
+
 def stage_groups(op: ir.Pipeline) -> list[tuple[str, tuple[int, ...], bool]]:
-    """``(name, op positions, inferred)`` per stage of the pipeline region ``op``, in ordinal order."""
+    """``(name, op positions, inferred)`` per stage of the pipeline region ``op``, in ordinal order; with explicit
+    cuts, a stage's positions start with the prelude positions it recomputes (see the module doc)."""
     ops = op.body.ops
     cuts = [k for k, o in enumerate(ops) if isinstance(o, ir.Stage)]
     if cuts:
         bounds = cuts + [len(ops)]
-        return [(ops[c].name, tuple(range(c + 1, bounds[n + 1])), False) for n, c in enumerate(cuts)]
+        return [(ops[c].name, _with_prelude(ops, range(cuts[0]), range(c + 1, bounds[n + 1]),
+                                            set(op.body.yields) if n == len(cuts) - 1 else set()), False)
+                for n, c in enumerate(cuts)]
     stored, defined = _stored_tensors(op.body), _defined(op.body)
     loads = tuple(k for k, o in enumerate(ops) if isinstance(o, ir.ViewLoad) and o.tensor not in stored
                   and (o.fallback is None or o.fallback not in defined))
