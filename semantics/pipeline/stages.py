@@ -191,11 +191,11 @@ def reads(block: ir.Block, buffer: str) -> bool:
 
 
 def into_stage(ops: tuple, stmts: list, buffer: str) -> list:
-    """The pipeline loop body ``ops`` (``[Decl..., StageBlock...]``) with ``stmts`` added at the start of an
-    iteration as the stage structure allows: their declarations join the body's, the rest go in front of the first
-    stage block that reads ``buffer``. Stage blocks run in ordinal order within an iteration, so that is before
-    every read of ``buffer`` in the iteration, as at the iteration's start; nothing ran earlier in the iteration
-    reads ``buffer``."""
+    """The pipeline loop body ``ops`` (``[Decl..., StageBlock...]``) with ``stmts``, which write ``buffer`` (a fresh
+    one: nothing else writes it), added as if at the start of an iteration: their declarations join the body's,
+    the rest go in front of the first stage block that reads ``buffer``. Stage blocks run in ordinal order within
+    an iteration, so they still run before every read of ``buffer`` in it, and what runs before them in the
+    iteration neither reads nor writes ``buffer``."""
     decls = [st for st in stmts if isinstance(st, L.Decl)]
     rest = [st for st in stmts if not isinstance(st, L.Decl)]
     first = next(k for k, st in enumerate(ops) if isinstance(st, L.StageBlock) and reads(st.body, buffer))
