@@ -382,3 +382,34 @@ def test_show_prints_the_explicit_cuts(capsys):
     s = tc.schedule(regions_i32, **REGIONS_SIZES)
     assert _stage_lines(s, capsys) == ["stage 0 scores", "stage 1 fold"]
     assert "pipeline col [3] window=2 interval=1" in s.loop_tree()
+
+
+def _gpu_gemm(bind_a_k: bool) -> tc.Schedule:
+    s = tc.schedule(EXAMPLES["gemm"].kernel, M=16, N=16, K=24, bm=8, bn=8, bk=8)
+    s.bind("nest.0", "grid1")
+    s.bind("nest.1", "grid0")
+    pairs = [("acc.full.p1", "acc.full.p0"), ("acc.mma.p1", "acc.mma.p0"), ("C.store.M", "C.store.N")]
+    for rows, cols in pairs + ([("a.load.M", "a.load.K"), ("b.load.K", "b.load.N")] if bind_a_k else []):
+        s.bind(rows, "block1")
+        s.bind(cols, "block0")
+    if not bind_a_k:  # the cooperative lanes take block0
+        s.bind("a.load.M", "block1")
+        s.bind("b.load.K", "block1")
+    return s
+
+
+@pytest.mark.parametrize("mode", [dict(shared=True), dict(shared=True, cooperative=4, pipeline_depth=2)],
+                         ids=["shared", "double-buffered"])
+def test_a_shared_stage_at_the_pipeline_loop_keeps_the_stages_and_is_proved(mode):
+    s = _gpu_gemm(bind_a_k="cooperative" not in mode)
+    s.stage("A", ["a.load.M", "a.load.K"], **mode)
+    s.stage("B", ["b.load.K", "b.load.N"], **mode)
+    assert check_stage_structure(s.program) == [] and _stages(s.program) == [[(0, "load", False),
+                                                                              (1, "compute", False)]]
+    (lp,) = pipeline_loops(s.program.body)
+    load = stage_blocks(lp)[0]
+    assert isinstance(load.body.ops[0], L.Barrier) or "pipeline_depth" not in mode  # the rotor opens stage 0
+    assert not any(isinstance(st, L.Barrier) for st in lp.body.ops)  # every barrier inside a stage block
+    report = s.check()
+    assert report.ok, report.explain()
+    assert tc.differential(s, target="cuda-host", trials=1).matched

@@ -190,18 +190,21 @@ def reads(block: ir.Block, buffer: str) -> bool:
                for ld in L.loads(st.value))
 
 
-def into_stage(ops: tuple, stmts: list, buffer: str) -> list:
-    """The pipeline loop body ``ops`` (``[Decl..., StageBlock...]``) with ``stmts``, which write ``buffer`` (a fresh
-    one: nothing else writes it), added as if at the start of an iteration: their declarations join the body's,
-    the rest go in front of the first stage block that reads ``buffer``. Stage blocks run in ordinal order within
-    an iteration, so they still run before every read of ``buffer`` in it, and what runs before them in the
-    iteration neither reads nor writes ``buffer``."""
-    decls = [st for st in stmts if isinstance(st, L.Decl)]
-    rest = [st for st in stmts if not isinstance(st, L.Decl)]
+def around_stages(ops: tuple, front: list, back: list, buffer: str) -> list:
+    """The pipeline loop body ``ops`` (``[Decl..., StageBlock...]``) with ``front`` added as if at the start of an
+    iteration and ``back`` as if at its end, where ``front`` writes ``buffer`` (a fresh one: nothing else writes
+    it) and ``back`` orders what read it (a barrier): the declarations of ``front`` join the body's, the rest of
+    ``front`` goes in front of the first stage block that reads ``buffer``, ``back`` at the end of the last stage
+    block. Stage blocks run in ordinal order within an iteration, so ``front`` still runs before every read of
+    ``buffer`` in it and ``back`` after every one; what runs between the iteration's start and ``front``, or
+    between ``back`` and its end, neither reads nor writes ``buffer``."""
+    decls = [st for st in front if isinstance(st, L.Decl)]
+    head = [st for st in front if not isinstance(st, L.Decl)]
     first = next(k for k, st in enumerate(ops) if isinstance(st, L.StageBlock) and reads(st.body, buffer))
-    target = ops[first]
-    return decls + list(ops[:first]) + [dataclasses.replace(target, body=ir.Block(
-        target.body.args, tuple(rest) + target.body.ops, target.body.yields))] + list(ops[first + 1:])
+    out = list(ops)
+    out[first] = dataclasses.replace(out[first], body=ir.Block((), (*head, *out[first].body.ops)))
+    out[-1] = dataclasses.replace(out[-1], body=ir.Block((), (*out[-1].body.ops, *back)))
+    return decls + out
 
 
 def guarded(block: ir.Block, cond: IExpr, loc: Loc) -> ir.Block:

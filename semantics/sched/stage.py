@@ -21,7 +21,8 @@ the enclosing loops and the bound sizes (no select at all where it always holds)
 tile precision (``tile_prec``, default the source's; a read ``cvt(source[..], p)`` becomes
 ``tile[t]``, a bare read ``cvt(tile[t], dtype(source))``, exact since ``p`` widens). With no
 anchor (outer parts free of loop variables) the declaration and load go just before the
-outermost tile loop. The tile is returned; the load loops are the handles. Datamap: the tile
+outermost tile loop (at a pipeline anchor, the load opens the first stage block that reads the
+tile: ``pipeline.stages.around_stages``). The tile is returned; the load loops are the handles. Datamap: the tile
 is a read-only ``Copy`` of ``source``, cell ``u`` standing for ``o + u``.
 
 ``pad_stride=p`` rounds the declared minor extent up to a multiple of ``p``; the loops iterate
@@ -54,7 +55,7 @@ from .. import ir
 from .. import loopir as L
 from ..dtypes import DTYPES
 from ..index import IVar, ibin
-from ..pipeline.stages import into_stage
+from ..pipeline.stages import around_stages
 from . import args as A
 from .base import ScheduleError, buffer_names, buffer_type, fresh_buffer, hardware_bound
 from .registry import schedule_op
@@ -109,7 +110,7 @@ def stage(p: ir.Program, source: str, tile_loops: list[str], *, shared: bool = F
         remapped = ToTile(plan, tile, prec).map_block(ir.Block((), tuple(sts))).ops
         head = [L.Decl(L.Buffer(tile, prec, declared, "local"), loc), made[0].stmt]
         if plan.anchor is not None and plan.anchor.pipeline is not None:  # the load opens the stage reading it
-            return into_stage(remapped, head, tile)
+            return around_stages(remapped, head, [], tile)
         return [*head, *remapped]
 
     out = place(p, plan, make, bound_sizes)
