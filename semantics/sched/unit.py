@@ -9,6 +9,8 @@ a loop's whole body, insert it around the loops of that body.
 ``B[u := s]`` (``s`` is 0 unless the loop was partitioned). The extent must be provably 1
 (constant-folded, or decided by isl from the loops and guards around the loop and the
 schedule's bound sizes); a bound loop is not removed (remove a unit level before binding it).
+A removed pipeline loop's stage blocks run as plain statements (``pipeline.stages.dissolved``):
+one iteration has nothing to overlap.
 
 Legality: both are the identity isomorphism of seed 004. ``tau`` is the identity on the old
 coordinates (insert) or ``u := s`` (remove); a level with one value is a bijection onto

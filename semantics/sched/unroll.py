@@ -12,7 +12,9 @@
   the loop's context (their constant indices decide guards) and repeated loads among their
   top-level statements are shared through scalar temporaries (``cse.py``, whose side
   condition makes that rewrite exact). Handles: the names of the copies' loops. Datamaps: each
-  copied buffer is ``Renamed`` from its original, each temporary ``Forward``s its load.
+  copied buffer is ``Renamed`` from its original, each temporary ``Forward``s its load. A
+  pipeline loop leaves no loop to overlap: each copy's stage blocks run as plain statements
+  (``pipeline.stages.dissolved``); a marked one keeps its policy and stage blocks.
 
 Legality: tau maps copy ``k`` (and its inner loops) to iteration ``i = s + k`` (and the
 original inner loops); the copies perform ``s, ..., s + n - 1`` once each in increasing
