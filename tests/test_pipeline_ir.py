@@ -269,13 +269,14 @@ def test_the_structure_check_finds_each_kind_of_break():
         "the stage blocks of pipeline loop 'k' have ordinals [1, 0], not [0, 1] in order"]
     beside = dataclasses.replace(lp, body=ir.Block((), (*decls, s0, *s1.body.ops)))
     problems = check_stage_structure(_with_loop(p, lp, [beside]))
-    assert problems and all("beside its stage blocks" in x for x in problems)
+    assert problems and all("among its stage blocks" in x for x in problems)
     outside = dataclasses.replace(lp, pipeline=None)
     assert check_stage_structure(_with_loop(p, lp, [outside])) == [
         "stage 0 (load) of pipeline 1 stands outside the body of its pipeline loop",
         "stage 1 (compute) of pipeline 1 stands outside the body of its pipeline loop"]
     late = dataclasses.replace(lp, body=ir.Block((), (s0, s1, *decls)))
-    assert any("declaration of a after a stage block" in x for x in check_stage_structure(_with_loop(p, lp, [late])))
+    assert "pipeline loop 'k' holds the declaration of a among its stage blocks" in check_stage_structure(
+        _with_loop(p, lp, [late]))
     assert check_stage_structure(p) == []
 
 

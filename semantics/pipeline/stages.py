@@ -3,9 +3,9 @@
 Explicit cuts (``k.stage(name)``): stage ``k`` is the ops between cut ``k`` and the next. The ops before the
 first cut, the *prelude*, must be pure index math (``impure_prelude``; capture refuses others): index values
 (``k.index()`` as a tile) and elementwise arithmetic, casts, selects and reshapes of them, with numbers mixed
-in (no load, no store, no tile constant, no carried value). The prelude belongs to no stage: each stage recomputes, in front of
-its own ops and in source order, the prelude ops it uses (directly or through another prelude op; the last
-stage also counts the carries' yields), into buffers of its own. A pure op gives the same value wherever it runs
+in (no load, no store, no tile constant, no carried value). The prelude belongs to no stage: each stage
+recomputes, in front of its own ops and in source order, the prelude ops it uses (directly or through another
+prelude op; the last stage also counts the carries' yields), into buffers of its own. A pure op gives the same value wherever it runs
 in the iteration, so this keeps the meaning, and no stage reads a buffer another stage wrote for the prelude (no
 edge between stages comes from index math).
 
@@ -154,7 +154,7 @@ def _loop_problems(lp: L.Loop) -> list[str]:
     head = 0
     while head < len(ops) and isinstance(ops[head], L.Decl):
         head += 1
-    out = [f"pipeline loop {lp.name!r} holds {_what(st)} beside its stage blocks" for st in ops[head:]
+    out = [f"pipeline loop {lp.name!r} holds {_what(st)} among its stage blocks" for st in ops[head:]
            if not isinstance(st, L.StageBlock)]
     blocks = stage_blocks(lp)
     if not blocks:
@@ -164,7 +164,7 @@ def _loop_problems(lp: L.Loop) -> list[str]:
         out.append(f"the stage blocks of pipeline loop {lp.name!r} have ordinals {ordinals}, not "
                    f"{list(range(len(blocks)))} in order")
     out += [f"stage {st.ordinal} ({st.name}) in pipeline loop {lp.name!r} belongs to pipeline {st.pipeline}, not "
-            f"{lp.pipeline.pipeline}" for st in blocks if lp.pipeline is not None and st.pipeline != lp.pipeline.pipeline]
+            f"{lp.pipeline.pipeline}" for st in blocks if st.pipeline != lp.pipeline.pipeline]
     return out
 
 
@@ -172,7 +172,7 @@ def _what(st: object) -> str:
     if isinstance(st, L.Loop):
         return f"loop {st.name!r}"
     if isinstance(st, L.Decl):
-        return f"the declaration of {st.buf.name} after a stage block"
+        return f"the declaration of {st.buf.name}"
     return f"a {type(st).__name__} statement"
 
 
