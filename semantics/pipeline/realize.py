@@ -253,7 +253,7 @@ class _Builder:
                 body = ir.Block((), tuple(self.nest(shared[b], b, self.slot(versions[b]),
                                                     lambda u, b=b: poison(shared[b].dtype), "poison")
                                           for b in pending if st in users[b]) + body.ops)
-            block = dataclasses.replace(st, body=body)
+            block = L.If(IConst(1), body, st.loc)  # realized: the stage is a block of its tick, no longer a stage
             waits = tuple(self.waits(s, shared, pending, versions))
             theta, ii = plan.offsets[s], plan.interval
             if self.model == "async" and graph.stages[s].cls == "mma":
