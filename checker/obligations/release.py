@@ -43,20 +43,21 @@ def check(graph: StageGraph, plan: ModuloPlan, *, sizes: Optional[Mapping[str, i
         readers = {e.consumer for e in flows}
         notes += [f"{stage_name(graph, s)} joins the release of {b} but never reads it" for s in joined
                   if s not in readers]
-        for e in flows:
-            if e.consumer in joined:
-                continue
-            for p in sorted({f.producer for f in flows}):
-                constraints, order = overwrite(q, graph, p, e, v, live=False)
-                status, at = q.least(constraints, order, timeout_ms)
-                if status == "unknown":
-                    return unknown(f"z3 did not decide the reuse of {b} within {timeout_ms} ms", "z3")
-                if status == "sat":
-                    live, _ = q.least(overwrite(q, graph, p, e, v, live=True)[0], order, timeout_ms)
-                    if live == "unknown":
-                        return unknown(f"z3 did not decide the reuse of {b} within {timeout_ms} ms", "z3")
-                    found.append(((at["N"], at["i"], at["m"]),
-                                  _witness(graph, plan, b, v, p, e, joined, at, hidden=live == "unsat")))
+        producers = sorted({f.producer for f in flows})
+        for r in sorted(readers - set(joined)):
+            reuse, live = [], []  # the overwrites of a version r reads, those before its read completes
+            for e in (f for f in flows if f.consumer == r):
+                for p in producers:
+                    for kind, into in ((False, reuse), (True, live)):
+                        constraints, order = overwrite(q, graph, p, e, v, live=kind)
+                        status, at = q.least(constraints, order, timeout_ms)
+                        if status == "unknown":
+                            return unknown(f"z3 did not decide the reuse of {b} within {timeout_ms} ms", "z3")
+                        if status == "sat":
+                            into.append(((at["N"], at["i"], at["m"]), p, e, at))
+            if reuse:
+                key, p, e, at = min(reuse, key=lambda f: f[0])
+                found.append((key, _witness(graph, plan, b, v, p, e, joined, at, hidden=not live)))
     note = "; ".join(notes) + " (not a safety error)" if notes else ""
     if found:
         return disproved(min(found, key=lambda f: f[0])[1], "z3", note)
