@@ -2,7 +2,8 @@
 
 ``stage(..., pipeline_depth=2)`` declares ``Ring(tile, source, V, ...)`` whose steady fill, in iteration ``k`` of
 the anchor loop, writes version ``k + a`` and whose uses read version ``k + b`` (``a = 1``, ``b = 0``: the copy of
-version ``k + 1`` overlaps the compute of version ``k``; the prologue fills the versions before). Indexing the
+version ``k + 1`` overlaps the compute of version ``k``; the prologue fills the versions before; ``a > b``, else
+nothing overlaps). Indexing the
 iterations by version, that is the stage graph
 
     stage 0 ``copy`` (class copy) -> stage 1 ``compute``, one flow edge of distance 0 through the tile
@@ -41,11 +42,15 @@ def ring_plan(ring: Ring, program: ir.Program) -> tuple[StageGraph, ModuloPlan]:
         raise CheckerError(f"ring {ring.buffer}'s uses do not read versions of one loop of {program.name}",
                            hint="read as a plan only a ring that rotates over one anchor loop")
     uses = {_offset(version, loop.var) for _, version in ring.uses}
-    fills = {_offset(version, loop.var) for _, version in ring.fills if free_vars(version)}
+    fills = {_offset(version, loop.var) for _, version in ring.fills if (loop.var, 0) in free_vars(version)}
     if len(uses) != 1 or None in uses or len(fills) != 1 or None in fills:
         raise CheckerError(f"ring {ring.buffer} fills or reads versions that are no single offset of loop "
                            f"{loop.name!r}", hint="read as a plan only a ring with one steady fill and one use offset")
     (a,), (b,) = fills, uses
+    if a <= b:
+        raise CheckerError(f"ring {ring.buffer}'s steady fill writes version k + {a}, no later than its use reads "
+                           f"k + {b}: nothing overlaps, the ring is no pipeline",
+                           hint="read as a plan only a ring whose fill runs ahead of its use (a prefetch)")
     graph = StageGraph(-1, loop.name, (StageInfo(0, "copy", "copy"), StageInfo(1, "compute", "compute")),
                        (Edge(0, 1, 0, "effect", ring.buffer, "flow", 0),), (ring.buffer,), loop.extent)
     return graph, ModuloPlan(1, (0, a - b), target="interp", versions=((ring.buffer, ring.versions),))

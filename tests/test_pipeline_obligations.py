@@ -10,13 +10,17 @@ import dataclasses
 import pytest
 from hypothesis import given, strategies as st
 
+from tilecert.checker.errors import CheckerError
 from tilecert.checker.obligations import pipeline_schedule, release, versions
 from tilecert.checker.ring_plan import ring_plan
 from tilecert.semantics.index import ISize, ibin, IConst
 from tilecert.semantics.pipeline.derive import derive, joined_readers
 from tilecert.semantics.pipeline.latency import LATENCY
 from tilecert.semantics.pipeline.plan import Edge, ModuloPlan, StageGraph, StageInfo
-from tilecert.semantics.transform import Ring
+from tilecert.semantics.transform import Kind, Ring
+
+from test_datamap import _pipelined, _plain, _verdicts
+from test_sched_stage import pipelined
 
 CHECKS = (pipeline_schedule, versions, release)
 
@@ -250,7 +254,6 @@ def test_each_verdict_agrees_with_direct_evaluation_up_to_n_12(gp):
 
 # ============================================================================ Stage's depth-2 ring
 def stage_ring():
-    from tests.test_sched_stage import pipelined
     s = pipelined(2)
     (ring,) = [d for d in s.transforms[-1].datamaps if isinstance(d, Ring)]
     return s, ring
@@ -268,3 +271,22 @@ def test_stage_depth_2_read_as_a_plan_is_proved_and_a_forged_one_slot_ring_is_di
     w = v.witness
     assert (w.fact("i"), w.fact("j"), w.fact("N"), w.fact("reader")) == (0, 1, 2, 1)
     assert str(w.instances[0]) == "`stage 1 compute` at (ko=0)"
+
+
+@pytest.mark.parametrize("slots, ahead", [(1, 1), (2, 1), (2, 2), (3, 2), (1, 2)])
+def test_a_prefetching_ring_read_as_a_plan_agrees_with_its_datamap(slots, ahead):
+    """A ring prefetched ``ahead`` iterations with ``slots`` slots: its datamap is proved iff ``slots > ahead``
+    (N symbolic), and so is the plan's ``versions``."""
+    after, ring = _pipelined(slots, ahead)
+    verdicts, _ = _verdicts(_plain(), after, (ring,))
+    g, plan = ring_plan(ring, after)
+    assert plan.offsets == (0, ahead)
+    v = versions.check(g, plan)
+    assert v.status == verdicts[Kind.DATAMAP] == ("proved" if slots > ahead else "disproved")
+    assert pipeline_schedule.check(g, plan).proved and release.check(g, plan).proved
+
+
+def test_a_ring_without_a_prefetch_is_no_plan():
+    after, ring = _pipelined(1, 0)
+    with pytest.raises(CheckerError, match="no later than its use"):
+        ring_plan(ring, after)
