@@ -8,8 +8,9 @@ trip count ``N`` symbolic (the graph's trip count where the bound sizes fix it):
     for every edge e = (p, c, d):  forall i >= 0, i + d < N:  Issue(c, i + d) >= Issue(p, i) + latency(e)
 
 with ``Issue(s, i) = i * II + theta(s)`` and ``latency(e) = edge_latency`` (the producer's class on the plan's
-target). An anti or output edge on a materialized buffer is no constraint here: the buffer's slots rename it, and
-``versions`` decides whether a write into a slot waits for the reads of the version in it. A counterexample is
+target). A write after a read, or a producer's write after its own write, of a materialized buffer that flow
+edges read is no constraint here: the buffer's slots rename it, and ``versions`` decides whether a write into a
+slot waits for the reads of the version in it (a write after another stage's write stays a constraint). A counterexample is
 the edge, the iteration ``i`` and the least ``N``, with both issue times and the latency (or the flow edge whose
 consumer waits for nothing); the least ``N`` over all edges is reported.
 """
@@ -19,7 +20,7 @@ from typing import Mapping, Optional
 
 import z3
 
-from tilecert.semantics.pipeline.derive import derive
+from tilecert.semantics.pipeline.derive import derive, flow_edges
 from tilecert.semantics.pipeline.latency import edge_latency
 from tilecert.semantics.pipeline.plan import Edge, ModuloPlan, StageGraph
 
@@ -32,9 +33,10 @@ FORMULA = ("II >= 1; max(theta) // II + 1 <= window (window > 0); every flow edg
 
 
 def constrains(graph: StageGraph, e: Edge) -> bool:
-    """Whether ``e`` is a constraint of the schedule (not a write after a read or a write of a materialized
-    buffer, which its slots rename)."""
-    return e.dep == "flow" or e.buffer not in graph.materialized
+    """Whether ``e`` is a constraint of the schedule: not a write after a read, nor a producer's write after its
+    own write, of a materialized buffer that flow edges read (its slots rename both; ``versions`` decides them)."""
+    renamed = e.dep == "anti" or (e.dep == "output" and e.producer == e.consumer)
+    return not (renamed and e.buffer in graph.materialized and flow_edges(graph, e.buffer))
 
 
 def check(graph: StageGraph, plan: ModuloPlan, *, sizes: Optional[Mapping[str, int]] = None,
