@@ -25,8 +25,8 @@ from tilecert.semantics.pipeline.latency import edge_latency
 from tilecert.semantics.pipeline.plan import Edge, ModuloPlan, StageGraph
 
 from ..solve import DEFAULT_TIMEOUT_MS
-from ..verdict import Verdict, disproved, proved, unknown
-from .plan_common import PlanWitness, Query, instance, stage_name, trip_count
+from ..verdict import Verdict, disproved, unknown
+from .plan_common import PlanWitness, Query, instance, stage_name, trip_count, verdict
 
 FORMULA = ("II >= 1; max(theta) // II + 1 <= window (window > 0); every flow edge waited for; for every edge "
            "(p, c, d): forall i >= 0, i + d < N: i*II + d*II + theta(c) >= i*II + theta(p) + latency(e), N symbolic")
@@ -53,7 +53,7 @@ def check(graph: StageGraph, plan: ModuloPlan, *, sizes: Optional[Mapping[str, i
                                      facts=(("columns", columns),)), "structure")
     q = Query(plan, trip_count(graph, sizes))
     waits = set(derive(graph, plan).waits)
-    found: list[tuple[int, int, PlanWitness]] = []
+    found: list[tuple[tuple[int, ...], PlanWitness]] = []
     for e in graph.edges:
         if not constrains(graph, e):
             continue
@@ -64,10 +64,8 @@ def check(graph: StageGraph, plan: ModuloPlan, *, sizes: Optional[Mapping[str, i
         if status == "unknown":
             return unknown(f"z3 did not decide edge {e} within {timeout_ms} ms", "z3")
         if status == "sat":
-            found.append((at["N"], at["i"], _witness(graph, plan, e, at["N"], at["i"], unwaited)))
-    if found:
-        return disproved(min(found, key=lambda f: f[:2])[2], "z3")
-    return proved("z3")
+            found.append(((at["N"], at["i"]), _witness(graph, plan, e, at["N"], at["i"], unwaited)))
+    return verdict(found)
 
 
 def _witness(graph: StageGraph, plan: ModuloPlan, e: Edge, n: int, i: int, unwaited: bool) -> PlanWitness:

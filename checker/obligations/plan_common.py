@@ -19,7 +19,7 @@ from tilecert.semantics.pipeline.derive import derive, flow_edges
 from tilecert.semantics.pipeline.latency import stage_latency
 from tilecert.semantics.pipeline.plan import Edge, ModuloPlan, StageGraph
 
-from ..verdict import Instance, Witness
+from ..verdict import Instance, Verdict, Witness, disproved, proved, unknown
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,21 @@ class Query:
             model = opt.model()
             return "sat", {str(v): model.eval(v, model_completion=True).as_long() for v in (self.n, *order)}
         return ("unsat", None) if answer == z3.unsat else ("unknown", None)
+
+
+def query(graph: StageGraph, plan: ModuloPlan, sizes: Optional[Mapping[str, int]]) -> Query | Verdict:
+    """The query over ``plan``'s loop (the trip count fixed where ``sizes`` fix it), or the unknown verdict when
+    ``plan`` is no modulo plan of ``graph`` (``pipeline_schedule`` says why)."""
+    if len(plan.offsets) != len(graph.stages) or plan.interval < 1:
+        return unknown("the plan is no modulo plan of this graph (pipeline_schedule says why)", "structure")
+    return Query(plan, trip_count(graph, sizes))
+
+
+def verdict(found: Sequence[tuple[tuple[int, ...], PlanWitness]], reason: str = "") -> Verdict:
+    """Disproved with the witness of least key (the trip count first) among ``found``, else proved."""
+    if found:
+        return disproved(min(found, key=lambda f: f[0])[1], "z3", reason)
+    return proved("z3", reason)
 
 
 def slotted(graph: StageGraph, plan: ModuloPlan) -> list[tuple[str, int]]:

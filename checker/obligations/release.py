@@ -21,8 +21,8 @@ from tilecert.semantics.pipeline.derive import flow_edges, joined_readers
 from tilecert.semantics.pipeline.plan import Edge, ModuloPlan, StageGraph
 
 from ..solve import DEFAULT_TIMEOUT_MS
-from ..verdict import Verdict, disproved, proved, unknown
-from .plan_common import PlanWitness, Query, instance, overwrite, slotted, stage_name, trip_count
+from ..verdict import Verdict, unknown
+from .plan_common import PlanWitness, instance, overwrite, query, slotted, stage_name, verdict
 
 FORMULA = ("for every materialized buffer b with V slots: every consumer r of a flow edge (p, r, d) of b is "
            "joined by the release of b's slots, or no version i it reads (i + d < N) shares a slot with a version "
@@ -32,9 +32,9 @@ FORMULA = ("for every materialized buffer b with V slots: every consumer r of a 
 def check(graph: StageGraph, plan: ModuloPlan, *, sizes: Optional[Mapping[str, int]] = None,
           timeout_ms: int = DEFAULT_TIMEOUT_MS) -> Verdict:
     """The ``release`` verdict of ``plan`` for ``graph`` (module doc)."""
-    if len(plan.offsets) != len(graph.stages) or plan.interval < 1:
-        return unknown("the plan is no modulo plan of this graph (pipeline_schedule says why)", "structure")
-    q = Query(plan, trip_count(graph, sizes))
+    q = query(graph, plan, sizes)
+    if isinstance(q, Verdict):
+        return q
     found: list[tuple[tuple[int, ...], PlanWitness]] = []
     notes: list[str] = []
     for b, v in slotted(graph, plan):
@@ -58,10 +58,7 @@ def check(graph: StageGraph, plan: ModuloPlan, *, sizes: Optional[Mapping[str, i
             if reuse:
                 key, p, e, at = min(reuse, key=lambda f: f[0])
                 found.append((key, _witness(graph, plan, b, v, p, e, joined, at, hidden=not live)))
-    note = "; ".join(notes) + " (not a safety error)" if notes else ""
-    if found:
-        return disproved(min(found, key=lambda f: f[0])[1], "z3", note)
-    return proved("z3", note)
+    return verdict(found, "; ".join(notes) + " (not a safety error)" if notes else "")
 
 
 def _witness(graph: StageGraph, plan: ModuloPlan, b: str, v: int, p: int, e: Edge, joined: tuple[int, ...],

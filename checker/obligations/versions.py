@@ -23,8 +23,8 @@ from tilecert.semantics.pipeline.latency import stage_latency
 from tilecert.semantics.pipeline.plan import ModuloPlan, StageGraph
 
 from ..solve import DEFAULT_TIMEOUT_MS
-from ..verdict import Verdict, disproved, proved, unknown
-from .plan_common import PlanWitness, Query, instance, overwrite, slotted, stage_name, trip_count
+from ..verdict import Verdict, unknown
+from .plan_common import PlanWitness, instance, overwrite, query, slotted, stage_name, verdict
 
 FORMULA = ("for every materialized buffer with V slots (version i in slot i mod V): forall i >= 0, m >= 1, "
            "j = i + V*m < N, producer p, flow edge (p_e, r, d) with i + d < N: Issue(p, j) >= Issue(r, i + d) + "
@@ -34,9 +34,9 @@ FORMULA = ("for every materialized buffer with V slots (version i in slot i mod 
 def check(graph: StageGraph, plan: ModuloPlan, *, sizes: Optional[Mapping[str, int]] = None,
           timeout_ms: int = DEFAULT_TIMEOUT_MS) -> Verdict:
     """The ``versions`` verdict of ``plan`` for ``graph`` (module doc)."""
-    if len(plan.offsets) != len(graph.stages) or plan.interval < 1:
-        return unknown("the plan is no modulo plan of this graph (pipeline_schedule says why)", "structure")
-    q = Query(plan, trip_count(graph, sizes))
+    q = query(graph, plan, sizes)
+    if isinstance(q, Verdict):
+        return q
     found: list[tuple[tuple[int, ...], PlanWitness]] = []
     unbounded: list[str] = []
     for b, v in slotted(graph, plan):
@@ -51,11 +51,9 @@ def check(graph: StageGraph, plan: ModuloPlan, *, sizes: Optional[Mapping[str, i
                     found.append(((at["N"], at["i"], at["m"]), _witness(graph, plan, b, v, p, e, at)))
                 elif e.max_distance is None:
                     unbounded.append(f"{b} is read by {stage_name(graph, e.consumer)} at an unbounded distance")
-    if found:
-        return disproved(min(found, key=lambda f: f[0])[1], "z3")
-    if unbounded:
+    if unbounded and not found:
         return unknown("; ".join(unbounded) + ": no slot count is proved for reads arbitrarily far", "z3")
-    return proved("z3")
+    return verdict(found)
 
 
 def _witness(graph: StageGraph, plan: ModuloPlan, b: str, v: int, p: int, e, at: dict[str, int]) -> PlanWitness:
