@@ -10,9 +10,9 @@ trip count ``N`` symbolic (the graph's trip count where the bound sizes fix it):
 with ``Issue(s, i) = i * II + theta(s)`` and ``latency(e) = edge_latency`` (the producer's class on the plan's
 target). A write after a read, or a producer's write after its own write, of a materialized buffer that flow
 edges read is no constraint here: the buffer's slots rename it, and ``versions`` decides whether a write into a
-slot waits for the reads of the version in it (a write after another stage's write stays a constraint). A counterexample is
-the edge, the iteration ``i`` and the least ``N``, with both issue times and the latency (or the flow edge whose
-consumer waits for nothing); the least ``N`` over all edges is reported.
+slot waits for the reads of the version in it (a write after another stage's write stays a constraint). A
+counterexample is the edge, the iteration ``i`` and the least ``N``, with both issue times and the latency (or the
+flow edge whose consumer waits for nothing); the least ``N`` over all edges is reported.
 """
 from __future__ import annotations
 

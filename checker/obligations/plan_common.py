@@ -92,15 +92,27 @@ def verdict(found: Sequence[tuple[tuple[int, ...], PlanWitness]], reason: str = 
     return proved("z3", reason)
 
 
-def slotted(graph: StageGraph, plan: ModuloPlan) -> list[tuple[str, int]]:
-    """Every materialized buffer some flow edge reads, with its slot count ``V`` under ``plan`` (its ring's, else
-    one slot: version ``i`` lives in slot ``i mod V``)."""
+@dataclass(frozen=True)
+class Slots:
+    """A materialized buffer some flow edge reads: its slot count ``versions`` under the plan (its ring's, else
+    one: version ``i`` lives in slot ``i mod versions``), its flow edges and the stages writing it."""
+
+    buffer: str
+    versions: int
+    flows: tuple[Edge, ...]
+    producers: tuple[int, ...]
+
+
+def slotted(graph: StageGraph, plan: ModuloPlan) -> list[Slots]:
+    """Every materialized buffer of ``graph`` some flow edge reads, with its slots under ``plan``."""
     derived = derive(graph, plan)
     out = []
     for b in graph.materialized:
-        if flow_edges(graph, b):
+        flows = tuple(flow_edges(graph, b))
+        if flows:
             ring = derived.ring(b)
-            out.append((b, ring.versions if ring is not None else 1))
+            out.append(Slots(b, ring.versions if ring is not None else 1, flows,
+                             tuple(sorted({e.producer for e in flows}))))
     return out
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Mapping, Optional
 
-from tilecert.semantics.pipeline.derive import flow_edges, joined_readers
+from tilecert.semantics.pipeline.derive import joined_readers
 from tilecert.semantics.pipeline.plan import Edge, ModuloPlan, StageGraph
 
 from ..solve import DEFAULT_TIMEOUT_MS
@@ -35,29 +35,27 @@ def check(graph: StageGraph, plan: ModuloPlan, *, sizes: Optional[Mapping[str, i
     q = query(graph, plan, sizes)
     if isinstance(q, Verdict):
         return q
-    found: list[tuple[tuple[int, ...], PlanWitness]] = []
     notes: list[str] = []
-    for b, v in slotted(graph, plan):
-        flows = flow_edges(graph, b)
-        joined = joined_readers(graph, plan, b)
-        readers = {e.consumer for e in flows}
-        notes += [f"{stage_name(graph, s)} joins the release of {b} but never reads it" for s in joined
-                  if s not in readers]
-        producers = sorted({f.producer for f in flows})
+    found: list[tuple[tuple[int, ...], PlanWitness]] = []
+    for s in slotted(graph, plan):
+        joined = joined_readers(graph, plan, s.buffer)
+        readers = {e.consumer for e in s.flows}
+        notes += [f"{stage_name(graph, r)} joins the release of {s.buffer} but never reads it" for r in joined
+                  if r not in readers]
         for r in sorted(readers - set(joined)):
             reuse, live = [], []  # the overwrites of a version r reads, those before its read completes
-            for e in (f for f in flows if f.consumer == r):
-                for p in producers:
+            for e in (f for f in s.flows if f.consumer == r):
+                for p in s.producers:
                     for kind, into in ((False, reuse), (True, live)):
-                        constraints, order = overwrite(q, graph, p, e, v, live=kind)
+                        constraints, order = overwrite(q, graph, p, e, s.versions, live=kind)
                         status, at = q.least(constraints, order, timeout_ms)
                         if status == "unknown":
-                            return unknown(f"z3 did not decide the reuse of {b} within {timeout_ms} ms", "z3")
+                            return unknown(f"z3 did not decide the reuse of {s.buffer} within {timeout_ms} ms", "z3")
                         if status == "sat":
                             into.append(((at["N"], at["i"], at["m"]), p, e, at))
             if reuse:
                 key, p, e, at = min(reuse, key=lambda f: f[0])
-                found.append((key, _witness(graph, plan, b, v, p, e, joined, at, hidden=not live)))
+                found.append((key, _witness(graph, plan, s.buffer, s.versions, p, e, joined, at, hidden=not live)))
     return verdict(found, "; ".join(notes) + " (not a safety error)" if notes else "")
 
 

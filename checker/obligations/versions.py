@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Mapping, Optional
 
-from tilecert.semantics.pipeline.derive import flow_edges
 from tilecert.semantics.pipeline.latency import stage_latency
 from tilecert.semantics.pipeline.plan import ModuloPlan, StageGraph
 
@@ -37,20 +36,20 @@ def check(graph: StageGraph, plan: ModuloPlan, *, sizes: Optional[Mapping[str, i
     q = query(graph, plan, sizes)
     if isinstance(q, Verdict):
         return q
-    found: list[tuple[tuple[int, ...], PlanWitness]] = []
     unbounded: list[str] = []
-    for b, v in slotted(graph, plan):
-        flows = flow_edges(graph, b)
-        for p in sorted({e.producer for e in flows}):
-            for e in flows:
-                constraints, order = overwrite(q, graph, p, e, v, live=True)
+    found: list[tuple[tuple[int, ...], PlanWitness]] = []
+    for s in slotted(graph, plan):
+        for p in s.producers:
+            for e in s.flows:
+                constraints, order = overwrite(q, graph, p, e, s.versions, live=True)
                 status, at = q.least(constraints, order, timeout_ms)
                 if status == "unknown":
-                    return unknown(f"z3 did not decide the slots of {b} within {timeout_ms} ms", "z3")
+                    return unknown(f"z3 did not decide the slots of {s.buffer} within {timeout_ms} ms", "z3")
                 if status == "sat":
-                    found.append(((at["N"], at["i"], at["m"]), _witness(graph, plan, b, v, p, e, at)))
+                    found.append(((at["N"], at["i"], at["m"]), _witness(graph, plan, s.buffer, s.versions, p, e, at)))
                 elif e.max_distance is None:
-                    unbounded.append(f"{b} is read by {stage_name(graph, e.consumer)} at an unbounded distance")
+                    unbounded.append(f"{s.buffer} is read by {stage_name(graph, e.consumer)} at an unbounded "
+                                     "distance")
     if unbounded and not found:
         return unknown("; ".join(unbounded) + ": no slot count is proved for reads arbitrarily far", "z3")
     return verdict(found)
