@@ -24,9 +24,10 @@ from ..verdict import Instance, Verdict, Witness, disproved, proved, unknown
 
 @dataclass(frozen=True)
 class PlanWitness(Witness):
-    """A counterexample to a plan obligation at trip count ``trip``; ``facts`` name what its summary states."""
+    """A counterexample to a plan obligation at trip count ``trip`` (None: at every one, a fault of the plan's
+    structure); ``facts`` name what its summary states."""
 
-    trip: int = 0
+    trip: Optional[int] = None
     facts: tuple[tuple[str, Any], ...] = ()
 
     def fact(self, name: str) -> Any:
@@ -34,7 +35,7 @@ class PlanWitness(Witness):
 
     def lines(self) -> list[str]:
         head, *rest = super().lines()
-        return [head, f"trip count: N = {self.trip}", *rest]
+        return [head, *([f"trip count: N = {self.trip}"] if self.trip is not None else []), *rest]
 
 
 def trip_count(graph: StageGraph, sizes: Optional[Mapping[str, int]] = None) -> Optional[int]:
