@@ -10,6 +10,9 @@ import dataclasses
 import pytest
 from hypothesis import given, strategies as st
 
+import tilecert as tc
+from tilecert import f32
+from tilecert.checker import check_program
 from tilecert.checker.errors import CheckerError
 from tilecert.checker.obligations import pipeline_schedule, release, versions
 from tilecert.checker.ring_plan import ring_plan
@@ -17,6 +20,8 @@ from tilecert.semantics.index import ISize, ibin, IConst
 from tilecert.semantics.pipeline.derive import derive, joined_readers
 from tilecert.semantics.pipeline.latency import LATENCY
 from tilecert.semantics.pipeline.plan import Edge, ModuloPlan, StageGraph, StageInfo
+from tilecert.semantics.pipeline.stages import pipeline_loops
+from tilecert.semantics.sched.base import replace_loop, with_body
 from tilecert.semantics.transform import Kind, Ring
 
 from test_datamap import _pipelined, _plain, _verdicts
@@ -109,13 +114,24 @@ def test_the_war_of_a_buffer_without_slots_constrains_the_schedule():
     assert pipeline_schedule.check(war(materialized=()), ModuloPlan(3, (0, 1, 2))).proved
 
 
-def test_a_producers_rewrite_of_its_ring_is_renamed_and_another_stages_write_is_not():
+def test_a_rewrite_of_another_version_is_renamed_and_one_of_the_same_version_is_not():
     rewrite = graph(("copy", "compute"), (flow(0, 1), Edge(0, 0, 1, "value", "t", "output", 1)))
     plan = ModuloPlan(1, (0, 2), target="cuda")  # a copy takes 2 slots, the next version's copy issues 1 later
     assert pipeline_schedule.check(rewrite, plan).proved and versions.check(rewrite, plan).proved
     two = graph(("copy", "compute", "compute"), (flow(0, 2), Edge(0, 1, 0, "value", "t", "output", 0)))
     v = pipeline_schedule.check(two, ModuloPlan(1, (0, 1, 3), target="cuda"))
     assert v.status == "disproved" and v.witness.fact("edge").dep == "output"
+
+
+def test_a_stage_whose_write_is_never_read_must_not_clobber_a_version_still_read():
+    """Stage 0 writes t, stage 1 overwrites it (the flow producer), stage 2 reads it: stage 0's write of version
+    i + 2 lands in the slot of version i while stage 2 still reads it (at i + 2, released at i + 3)."""
+    g = graph(("compute", "copy", "compute"), (Edge(0, 1, 0, "value", "t", "output", 0), flow(1, 2),
+                                               Edge(2, 0, 1, "value", "t", "anti", 1)))
+    plan = ModuloPlan(1, (0, 1, 2), versions=(("t", 2),))
+    v = versions.check(g, plan)
+    assert v.status == "disproved" and str(v.witness.instances[1]) == "`stage 0 s0` at (k=2)"
+    assert versions.check(g, dataclasses.replace(plan, versions=(("t", 3),))).proved
 
 
 # ============================================================================ (c) a latency violation
@@ -138,6 +154,12 @@ def test_a_missing_wait_the_window_and_the_interval():
     w = pipeline_schedule.check(MMA, no_wait).witness
     assert w.fact("wait") is False and w.fact("edge") == flow(0, 1) and (w.fact("i"), w.fact("N")) == (0, 1)
     assert pipeline_schedule.check(MMA, dataclasses.replace(plan, waits=((0, 1, "t"), (1, 1, "acc")))).proved
+    # on C only a copy's consumer waits (every statement completes before the next issues): acc needs none there,
+    # and every flow edge needs one on cuda
+    c_plan = dataclasses.replace(plan, target="c", waits=((0, 1, "t"),))
+    assert pipeline_schedule.check(MMA, c_plan).proved
+    assert pipeline_schedule.check(MMA, dataclasses.replace(c_plan, target="cuda")).witness.fact("edge").buffer == "acc"
+    assert pipeline_schedule.check(MMA, dataclasses.replace(c_plan, waits=())).witness.fact("edge").buffer == "t"
     # 2 // 2 + 1 = 2 iterations in flight
     assert pipeline_schedule.check(MMA, dataclasses.replace(plan, window=1)).witness.fact("columns") == 2
     assert pipeline_schedule.check(MMA, dataclasses.replace(plan, window=2)).proved
@@ -171,12 +193,13 @@ def violations_schedule(g, plan, n):
     waits = set(derive(g, plan).waits)
     out = []
     for e in g.edges:
-        renamed = e.dep == "anti" or (e.dep == "output" and e.producer == e.consumer)
+        renamed = e.dep != "flow" and e.distance >= 1
         if renamed and any(f.buffer == e.buffer and f.dep == "flow" for f in g.edges) and e.buffer in g.materialized:
             continue
         lat = LATENCY[plan.target][g.stages[e.producer].cls]
         for i in range(n - e.distance):
-            unwaited = e.dep == "flow" and (e.producer, e.consumer, e.buffer) not in waits
+            unwaited = (e.dep == "flow" and (g.stages[e.producer].cls == "copy" or plan.target.startswith("cuda"))
+                        and (e.producer, e.consumer, e.buffer) not in waits)
             if unwaited or plan.issue(e.consumer, i + e.distance) < plan.issue(e.producer, i) + lat:
                 out.append((i, e))
     return out
@@ -192,7 +215,9 @@ def reuses(g, plan, n, live):
         v = derived.ring(b).versions if derived.ring(b) else 1
         for e in flows:
             lat = LATENCY[plan.target][g.stages[e.consumer].cls]
-            for p in {f.producer for f in flows}:
+            writers = ({f.producer for f in g.edges if f.buffer == b and f.dep in ("flow", "output")}
+                       | {f.consumer for f in g.edges if f.buffer == b and f.dep in ("anti", "output")})
+            for p in writers:
                 for i in range(n):
                     for j in range(i + v, n, v):
                         for d in range(e.distance, e.max_distance + 1):
@@ -300,3 +325,38 @@ def test_a_ring_without_a_prefetch_is_no_plan():
     after, ring = _pipelined(1, 0)
     with pytest.raises(CheckerError, match="no later than its use"):
         ring_plan(ring, after)
+
+
+# ============================================================================ the checker discharges them
+@tc.kernel
+def scale(X: tc.Tensor[f32, "K"], Y: tc.Tensor[f32, "K"]):
+    for nest in tc.parallel(1):
+        for k in nest.pipeline(X.shape[0]):
+            k.stage("load")
+            x = X.at(k.index()).load()
+            k.stage("compute")
+            Y.at(k.index()).store(x * 2)
+
+
+def with_plan(plan, **sizes):
+    """``scale`` in loop form with ``plan`` set on its pipeline loop ``k`` (as ``s.modulo`` would set it)."""
+    p = tc.schedule(scale, **sizes).program
+    (lp,) = pipeline_loops(p.body)
+    return with_body(p, replace_loop(p.body, lp, [dataclasses.replace(
+        lp, pipeline=dataclasses.replace(lp.pipeline, plan=plan))]))
+
+
+def test_the_checker_discharges_the_plan_obligations_of_every_planned_loop():
+    plain = check_program(tc.schedule(scale).program)
+    assert not any(r.kind in (Kind.PIPELINE_SCHEDULE, Kind.VERSIONS, Kind.RELEASE) for r in plain)
+    r = check_program(with_plan(ModuloPlan(1, (0, 1))))
+    assert [r.status(kind) for kind in (Kind.PIPELINE_SCHEDULE, Kind.VERSIONS, Kind.RELEASE)] == ["proved"] * 3, \
+        r.explain()
+    assert r.ok and all("pipeline loop k" in res.formula for res in r if res.kind == Kind.VERSIONS)
+    r = check_program(with_plan(ModuloPlan(1, (0, 1), waits=())))
+    (v,) = r.verdicts(Kind.PIPELINE_SCHEDULE)
+    assert v.status == "disproved" and v.witness.fact("wait") is False and not r.ok
+    r = check_program(with_plan(ModuloPlan(1, (1, 0))))  # the compute of iteration i issues before its load
+    (v,) = r.verdicts(Kind.PIPELINE_SCHEDULE)
+    assert v.status == "disproved" and (v.witness.fact("i"), v.witness.trip) == (0, 1)
+    assert "trip count: N = 1" in r.explain()

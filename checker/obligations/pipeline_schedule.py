@@ -4,14 +4,16 @@ For a plan with interval ``II`` and offsets ``theta`` of a stage graph (``semant
 trip count ``N`` symbolic (the graph's trip count where the bound sizes fix it):
 
     II >= 1;  columns = max(theta) // II + 1 <= window  (when window > 0);
-    every flow edge (p, c, buffer) has its wait in the plan (``derive``: plan.waits, else every flow edge);
+    every flow edge (p, c, buffer) from a copy stage (every flow edge on an asynchronous target: cuda,
+    cuda-host, where copies and mma complete after their issue) has its wait in the plan (``derive``:
+    plan.waits, else every flow edge);
     for every edge e = (p, c, d):  forall i >= 0, i + d < N:  Issue(c, i + d) >= Issue(p, i) + latency(e)
 
 with ``Issue(s, i) = i * II + theta(s)`` and ``latency(e) = edge_latency`` (the producer's class on the plan's
-target). A write after a read, or a producer's write after its own write, of a materialized buffer that flow
-edges read is no constraint here: the buffer's slots rename it, and ``versions`` decides whether a write into a
-slot waits for the reads of the version in it (a write after another stage's write stays a constraint). A
-counterexample is the edge, the iteration ``i`` and the least ``N``, with both issue times and the latency (or the
+target). A write after a read or a write of another version (an anti or output edge of least distance >= 1) of
+a materialized buffer that flow edges read is no constraint here: the buffer's slots rename it, and ``versions``
+decides whether a write into a slot waits for the reads of the version in it (within one version, at ``d = 0``,
+the edge stays a constraint). A counterexample is the edge, the iteration ``i`` and the least ``N``, with both issue times and the latency (or the
 flow edge whose consumer waits for nothing); the least ``N`` over all edges is reported.
 """
 from __future__ import annotations
@@ -28,14 +30,25 @@ from ..solve import DEFAULT_TIMEOUT_MS
 from ..verdict import Verdict, disproved, unknown
 from .plan_common import PlanWitness, Query, instance, stage_name, trip_count, verdict
 
-FORMULA = ("II >= 1; max(theta) // II + 1 <= window (window > 0); every flow edge waited for; for every edge "
+FORMULA = ("II >= 1; max(theta) // II + 1 <= window (window > 0); every flow edge from a copy stage (every one on "
+           "an asynchronous target) waited for; for every edge "
            "(p, c, d): forall i >= 0, i + d < N: i*II + d*II + theta(c) >= i*II + theta(p) + latency(e), N symbolic")
 
 
+ASYNC_TARGETS = ("cuda", "cuda-host")
+"""The targets whose copies are asynchronous (``cp.async``) and whose mma reads its operands in flight
+(``semantics.pipeline.latency``): every consumer there waits for its producer's completion."""
+
+
+def needs_wait(graph: StageGraph, plan: ModuloPlan, e: Edge) -> bool:
+    """Whether flow edge ``e``'s consumer must wait for its producer: a copy's, or any on an asynchronous target."""
+    return e.dep == "flow" and (graph.stages[e.producer].cls == "copy" or plan.target in ASYNC_TARGETS)
+
+
 def constrains(graph: StageGraph, e: Edge) -> bool:
-    """Whether ``e`` is a constraint of the schedule: not a write after a read, nor a producer's write after its
-    own write, of a materialized buffer that flow edges read (its slots rename both; ``versions`` decides them)."""
-    renamed = e.dep == "anti" or (e.dep == "output" and e.producer == e.consumer)
+    """Whether ``e`` is a constraint of the schedule: not a write after a read or a write of another version
+    (``d >= 1``) of a materialized buffer that flow edges read (its slots rename it; ``versions`` decides it)."""
+    renamed = e.dep != "flow" and e.distance >= 1
     return not (renamed and e.buffer in graph.materialized and flow_edges(graph, e.buffer))
 
 
@@ -58,7 +71,7 @@ def check(graph: StageGraph, plan: ModuloPlan, *, sizes: Optional[Mapping[str, i
         if not constrains(graph, e):
             continue
         i = z3.Int("i")
-        unwaited = e.dep == "flow" and (e.producer, e.consumer, e.buffer) not in waits
+        unwaited = needs_wait(graph, plan, e) and (e.producer, e.consumer, e.buffer) not in waits
         late = q.issue(e.consumer, i + e.distance) < q.issue(e.producer, i) + edge_latency(graph, e, plan.target)
         status, at = q.least([i >= 0, i + e.distance < q.n] + ([] if unwaited else [late]), [i], timeout_ms)
         if status == "unknown":

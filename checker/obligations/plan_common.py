@@ -96,7 +96,8 @@ def verdict(found: Sequence[tuple[tuple[int, ...], PlanWitness]], reason: str = 
 @dataclass(frozen=True)
 class Slots:
     """A materialized buffer some flow edge reads: its slot count ``versions`` under the plan (its ring's, else
-    one: version ``i`` lives in slot ``i mod versions``), its flow edges and the stages writing it."""
+    one: version ``i`` lives in slot ``i mod versions``), its flow edges and the stages writing it (producers of
+    flow and output edges, consumers of anti and output edges)."""
 
     buffer: str
     versions: int
@@ -112,8 +113,10 @@ def slotted(graph: StageGraph, plan: ModuloPlan) -> list[Slots]:
         flows = tuple(flow_edges(graph, b))
         if flows:
             ring = derived.ring(b)
-            out.append(Slots(b, ring.versions if ring is not None else 1, flows,
-                             tuple(sorted({e.producer for e in flows}))))
+            writers = {w for e in graph.edges if e.buffer == b
+                       for w in ((e.producer,) if e.dep == "flow" else (e.consumer,) if e.dep == "anti"
+                                 else (e.producer, e.consumer))}
+            out.append(Slots(b, ring.versions if ring is not None else 1, flows, tuple(sorted(writers))))
     return out
 
 

@@ -4,7 +4,7 @@ For every materialized buffer ``b`` some flow edge reads, with ``V`` slots under
 ``derive(graph, plan)``, else one slot), version ``i`` in slot ``i mod V``, and the trip count ``N`` symbolic (the
 graph's where the bound sizes fix it):
 
-    forall i >= 0, m >= 1, j = i + V*m < N, every producer p of b, every flow edge e = (p_e, r, d_e) of b,
+    forall i >= 0, m >= 1, j = i + V*m < N, every stage p writing b, every flow edge e = (p_e, r, d_e) of b,
     every distance d of e (d_e <= d <= max_distance(e)) with i + d < N:
         Issue(p, j) >= Issue(r, i + d) + latency(r)
 
@@ -26,7 +26,7 @@ from ..verdict import Verdict, unknown
 from .plan_common import PlanWitness, instance, overwrite, query, slotted, stage_name, verdict
 
 FORMULA = ("for every materialized buffer with V slots (version i in slot i mod V): forall i >= 0, m >= 1, "
-           "j = i + V*m < N, producer p, flow edge (p_e, r, d) with i + d < N: Issue(p, j) >= Issue(r, i + d) + "
+           "j = i + V*m < N, stage p writing b, flow edge (p_e, r, d) with i + d < N: Issue(p, j) >= Issue(r, i + d) + "
            "latency(r), N symbolic")
 
 
