@@ -1,9 +1,9 @@
-"""The plan obligations pipeline_schedule, versions and release (issue 13 part 5) on hand-built stage graphs.
+"""The plan obligations pipeline_schedule, versions and release (issue 13 part 5).
 
-The refused counterexamples are disproved with their witnesses and the legal forms proved; a hypothesis campaign
-compares every verdict with a direct evaluation of the formulas over every trip count N <= 12 (the formulas do not
-depend on the iteration, so a violation, if any, shows at a small N); Stage's depth-2 ring read as a plan agrees
-with its datamap.
+On hand-built stage graphs, the refused counterexamples are disproved with their witnesses and the legal forms
+proved; a hypothesis campaign compares every verdict with a direct evaluation of the formulas over every trip count
+N <= 12 (the formulas do not depend on the iteration, so a violation, if any, shows at a small N); Stage's depth-2
+ring read as a plan agrees with its datamap; the checker discharges the three for every planned pipeline loop.
 """
 import dataclasses
 
@@ -24,6 +24,7 @@ from tilecert.semantics.pipeline.stages import pipeline_loops
 from tilecert.semantics.sched.base import replace_loop, with_body
 from tilecert.semantics.transform import Kind, Ring
 
+from examples.gemm import gemm
 from test_datamap import _pipelined, _plain, _verdicts
 from test_sched_stage import pipelined
 
@@ -360,3 +361,20 @@ def test_the_checker_discharges_the_plan_obligations_of_every_planned_loop():
     (v,) = r.verdicts(Kind.PIPELINE_SCHEDULE)
     assert v.status == "disproved" and (v.witness.fact("i"), v.witness.trip) == (0, 1)
     assert "trip count: N = 1" in r.explain()
+
+
+def test_a_modulo_plan_of_the_gemm_is_proved_and_its_forged_slots_and_releases_are_disproved():
+    def plan(**kw):
+        s = tc.schedule(gemm, M=3, N=5, K=28)  # 4 iterations of k
+        s.modulo("k", offsets={"load": 0, "compute": 1}, **kw)
+        return s.check()
+
+    r = plan()
+    assert r.ok and r.contract()[list(r.contract())[-1]] == {kind: "proved" for kind in
+                                                             (Kind.PIPELINE_SCHEDULE, Kind.VERSIONS, Kind.RELEASE)}
+    (v,) = plan(versions={"a": 1}).verdicts(Kind.VERSIONS)
+    w = v.witness
+    assert v.status == "disproved" and (w.fact("buffer"), w.fact("i"), w.fact("j"), w.trip) == ("a", 0, 1, 4)
+    assert "introduced by: op 0: modulo(" in "\n".join(w.lines())
+    (v,) = plan(releases={"a": [], "b": ["compute"]}).verdicts(Kind.RELEASE)
+    assert v.status == "disproved" and v.witness.fact("reader") == 1 and "waits for no reader" in v.witness.summary

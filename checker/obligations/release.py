@@ -64,12 +64,12 @@ def _witness(graph: StageGraph, plan: ModuloPlan, b: str, v: int, p: int, e: Edg
     n, i, d = at["N"], at["i"], at["d"]
     j = i + v * at["m"]
     r = e.consumer
-    waits = ", ".join(stage_name(graph, s) for s in joined) or "no stage"
+    waits = "only for " + ", ".join(stage_name(graph, s) for s in joined) if joined else "for no reader"
     timing = ("the timing alone hides it (no overwrite issues before such a read completes), but nothing in the "
               "protocol makes the write wait" if hidden else
               "and the timing does not hide it: the overwrite can issue before the read completes")
     summary = (f"{stage_name(graph, r)} reads version {i} of {b} (slot {i % v}) at iteration {i + d}, but the reuse "
-               f"of the slot by version {j} ({stage_name(graph, p)}) waits only for {waits}; {timing}")
+               f"of the slot by version {j} ({stage_name(graph, p)}) waits {waits}; {timing}")
     return PlanWitness(summary, instances=(instance(graph, r, i + d), instance(graph, p, j)),
                        cell=f"{b} slot {i % v}", trip=n,
                        facts=(("buffer", b), ("reader", r), ("i", i), ("j", j), ("N", n), ("slot", i % v),
