@@ -1,4 +1,4 @@
-"""pipeline_schedule: a modulo plan issues every consumer late enough, and waits for every flow edge.
+"""pipeline_schedule: a modulo plan issues every consumer late enough, and waits where a producer completes late.
 
 For a plan with interval ``II`` and offsets ``theta`` of a stage graph (``semantics.pipeline.plan``), with the
 trip count ``N`` symbolic (the graph's trip count where the bound sizes fix it):
@@ -11,7 +11,7 @@ trip count ``N`` symbolic (the graph's trip count where the bound sizes fix it):
 
 with ``Issue(s, i) = i * II + theta(s)`` and ``latency(e) = edge_latency`` (the producer's class on the plan's
 target). A write after a read or a write of another version (an anti or output edge of least distance >= 1) of
-a materialized buffer that flow edges read is no constraint here: the buffer's slots rename it, and ``versions``
+a materialized buffer that flow edges read is no constraint here (``derive.constrains``): the buffer's slots rename it, and ``versions``
 decides whether a write into a slot waits for the reads of the version in it (within one version, at ``d = 0``,
 the edge stays a constraint). A counterexample is the edge, the iteration ``i`` and the least ``N``, with both issue times and the latency (or the
 flow edge whose consumer waits for nothing); the least ``N`` over all edges is reported.
@@ -22,8 +22,8 @@ from typing import Mapping, Optional
 
 import z3
 
-from tilecert.semantics.pipeline.derive import derive, flow_edges
-from tilecert.semantics.pipeline.latency import edge_latency
+from tilecert.semantics.pipeline.derive import constrains, derive
+from tilecert.semantics.pipeline.latency import ASYNC_TARGETS, edge_latency
 from tilecert.semantics.pipeline.plan import Edge, ModuloPlan, StageGraph
 
 from ..solve import DEFAULT_TIMEOUT_MS
@@ -35,21 +35,9 @@ FORMULA = ("II >= 1; max(theta) // II + 1 <= window (window > 0); every flow edg
            "(p, c, d): forall i >= 0, i + d < N: i*II + d*II + theta(c) >= i*II + theta(p) + latency(e), N symbolic")
 
 
-ASYNC_TARGETS = ("cuda", "cuda-host")
-"""The targets whose copies are asynchronous (``cp.async``) and whose mma reads its operands in flight
-(``semantics.pipeline.latency``): every consumer there waits for its producer's completion."""
-
-
 def needs_wait(graph: StageGraph, plan: ModuloPlan, e: Edge) -> bool:
     """Whether flow edge ``e``'s consumer must wait for its producer: a copy's, or any on an asynchronous target."""
     return e.dep == "flow" and (graph.stages[e.producer].cls == "copy" or plan.target in ASYNC_TARGETS)
-
-
-def constrains(graph: StageGraph, e: Edge) -> bool:
-    """Whether ``e`` is a constraint of the schedule: not a write after a read or a write of another version
-    (``d >= 1``) of a materialized buffer that flow edges read (its slots rename it; ``versions`` decides it)."""
-    renamed = e.dep != "flow" and e.distance >= 1
-    return not (renamed and e.buffer in graph.materialized and flow_edges(graph, e.buffer))
 
 
 def check(graph: StageGraph, plan: ModuloPlan, *, sizes: Optional[Mapping[str, int]] = None,
