@@ -34,7 +34,7 @@ prefix, a number and the DSL name reduced to ``[A-Za-z0-9_]``) and every comment
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Optional
 
 from tilecert.lowering.program import Alloc, For, Guard, Lowered, LoweringError, Node, Pack, Seq, Store, Sync, walk
 from tilecert.semantics import loopir as L
@@ -45,6 +45,7 @@ from tilecert.semantics.layout import Swizzle, physical_offset
 
 from ..text import c_comment, c_ident
 from .prelude import INT_TYPES, prelude
+from .views import View, pack_view
 
 SYMBOL = "tc_kernel"
 PACK_SYMBOL = "tc_pack_"  # + the pack's number in Lowered.packs
@@ -103,6 +104,7 @@ class Emitter:
             self.shapes[t.name] = t.shape
         self.counter = 0
         self.lines: list[str] = []
+        self.in_kernel = False  # emitting the kernel proper (where a tile may be a view of a pack: ``views``)
 
     # ------------------------------------------------------------------ index expressions
     def index(self, e: IExpr) -> str:
@@ -176,6 +178,15 @@ class Emitter:
 
     def body(self, nodes: tuple[Node, ...], depth: int, in_threads: bool, in_simd: bool) -> None:
         for k, node in enumerate(nodes):
+            view = self.view(node, nodes[k + 1:])
+            if view is not None:
+                self.declare(node)
+                self.emit(f"const {C_TYPES[node.dtype]} *restrict {self.names[node.buf]} = {self.names[view.pack]} + "
+                          f"{self.index(view.base)};  " + c_comment(f"{node.scope} {node.buf}: a view of pack "
+                                                                     f"{view.pack}, its copy S{view.store.sid} elided"),
+                          depth)
+                self.body(nodes[k + 2:], depth, in_threads, in_simd)
+                return
             if isinstance(node, Alloc) and node.storage == "heap":
                 self.heap(node, nodes[k + 1:], depth, in_threads, in_simd)
                 return
@@ -202,6 +213,13 @@ class Emitter:
             self.store(node, depth)
         elif isinstance(node, Sync):
             self.emit(c_comment(f"{node.scope} barrier: participants run in sequence here"), depth)
+
+    def view(self, node: Node, rest: tuple[Node, ...]) -> Optional[View]:
+        """The pack view ``node`` is declared as in the kernel proper (``views``), None: a buffer of its own."""
+        if not isinstance(node, Alloc) or not self.in_kernel:
+            return None
+        packs = {pk.buf: self.lp.body[pk.start] for pk in self.lp.packs}
+        return pack_view(node, rest, self.lp.kernel_body, packs, self.bound)
 
     def declare(self, node: Alloc) -> None:
         self.counter += 1
@@ -313,7 +331,9 @@ class Emitter:
                 f"void {SYMBOL}({', '.join(params)})", "{"]
         for s in self.lp.sizes:
             head.append(f"    (void){self.sizes[s]};")
+        self.in_kernel = True
         self.body(self.lp.kernel_body, 1, False, False)
+        self.in_kernel = False
         tail = ["}", "", c_comment("round bf16 inputs in place, as the interpreter stores them"),
                 "void tc_round_bf16(float *restrict x, int64_t n) { for (int64_t k = 0; k < n; ++k) "
                 "x[k] = tc_bf16(x[k]); }", ""]
