@@ -1,13 +1,15 @@
-"""Copy elision on the C backend (``backends/c/views.py``): a tile copied whole from a hoisted pack, in the
-pack's own row-major order, is declared as a pointer into the pack and its copy nest is not emitted.
+"""Copy elision on the C backend (``backends/c/views.py``): a tile copied whole from a hoisted pack, through
+a mixed-radix bijection of its copy loops, is read from the pack itself, its copy nest not emitted.
 
-End to end, the subjects are the GEMM example with B constant and staged hoisted: with tiles that divide,
-the DSL's copy of each B tile reads one contiguous window of the pack (a view); with ragged tiles (the copy
-keeps its edge guard) or a pack whose tiles are split into column strips (the window is not contiguous in
-the tile's order), the copy is kept. The references are the loop interpreter on the same schedule (the
-results must be bitwise equal) and numpy. The rule itself is exercised on hand-built lowered nodes, one
-condition broken at a time.
+End to end, the subjects are the GEMM example with B constant and staged hoisted, over the whole tile or
+over 2-column strips of it (a tile column is then a strip digit and a column digit): with tiles that divide,
+the DSL's copy of each B tile is elided; with ragged tiles (the copy keeps its edge guard) it is kept. The
+references are the loop interpreter on the same schedule (bitwise) and numpy. The rule is exercised on
+hand-built lowered nodes, one condition broken at a time, and each forwarded read is checked against the
+cell the copy would have stored there by enumerating the copy's loop box; the folding of the inverse's
+divisions is checked against evaluation at every point of its ranges.
 """
+import itertools
 from typing import Optional
 
 import numpy as np
@@ -15,12 +17,13 @@ import pytest
 
 import tilecert as tc
 from examples.gemm import gemm
-from tilecert.backends.c.views import View, pack_view
+from tilecert.backends.c.views import Forwarding, fold, forwarding
 from tilecert.lowering.program import Alloc, For, Guard, Node, Store
 from tilecert.semantics import loopir as L
-from tilecert.semantics.index import IConst, IVar, evaluate, ibin
+from tilecert.semantics.index import IBin, IConst, IExpr, IVar, evaluate, ibin
+from tilecert.semantics.layout import Swizzle
 
-VIEW = "a view of pack B.packed"
+ELIDED = "local b: read from pack B.packed"
 
 
 def staged(strips: bool = False, **sizes: int) -> tc.Schedule:
@@ -52,72 +55,130 @@ def kernel_text(s: tc.Schedule) -> str:
     return source[source.index("void tc_kernel("):]
 
 
-def test_a_whole_tile_copy_from_the_pack_becomes_a_view_and_computes_the_same():
+@pytest.mark.parametrize("strips", [False, True], ids=["whole tiles", "2-column strips"])
+def test_a_whole_tile_copy_from_the_pack_is_elided_and_computes_the_same(strips):
     sizes = {"M": 8, "N": 8, "K": 12}
-    s = staged(**sizes)
+    s = staged(strips, **sizes)
     body = kernel_text(s)
-    assert body.count(VIEW) == 1 and "b.load.K" not in body and "b.load.N" not in body  # no copy nest left
+    assert body.count(ELIDED) == 1 and "b.load.K" not in body and "local b," not in body  # no copy, no buffer
     assert "a.load.K" in body  # A is no pack: its tile is copied
+    if strips:  # the tile's column 0..3 is strip p0 // 2, column p0 mod 2 (p0 unsplit: not folded)
+        assert "tc_floordiv_c(" in body and "tc_mod_c(" in body
     for seed in range(2):
         got, interpreted, reference = results(s, sizes, seed)
         assert np.array_equal(got, interpreted)
         assert np.allclose(got, reference, atol=1e-4)
 
 
-@pytest.mark.parametrize("strips, sizes", [(False, {"M": 6, "N": 7, "K": 9}), (True, {"M": 8, "N": 8, "K": 8})],
-                         ids=["ragged tiles: the copy keeps its edge guard", "strips: not the tile's order"])
-def test_a_copy_that_is_not_a_whole_window_in_order_is_kept(strips, sizes):
-    s = staged(strips, **sizes)
+def test_a_copy_that_keeps_its_edge_guard_is_kept():
+    sizes = {"M": 6, "N": 7, "K": 9}
+    s = staged(**sizes)
     body = kernel_text(s)
-    assert VIEW not in body and "b.load.K" in body
+    assert ELIDED not in body and "b.load.K" in body
     got, interpreted, reference = results(s, sizes, 0)
     assert np.array_equal(got, interpreted)
     assert np.allclose(got, reference, atol=1e-4)
 
 
 # ----------------------------------------------------------------------------- the rule on lowered nodes
-TILE = Alloc("t", "f32", (IConst(2), IConst(3)), "local", "stack", 0, ())
-PACKS = {"P": Alloc("P", "f32", (IConst(4), IConst(2), IConst(3)), "constant", "heap", 0, ())}
-U, W, OUTER = IVar(2, 0), IVar(3, 0), IVar(1, 0)
+TILE = Alloc("t", "f32", (IConst(2), IConst(6)), "local", "stack", 0, ())
+PACKS = {"P": Alloc("P", "f32", (IConst(4), IConst(3), IConst(2), IConst(2)), "constant", "heap", 0, ())}
+OUTER, U, S, W = (IVar(v, 0) for v in (1, 2, 3, 4))
+STRIPS = L.Ld("P", (OUTER, S, U, W), "f32")  # P[outer][strip][row][column of the strip]
 
 
-def copy(value: L.SExpr = L.Ld("P", (OUTER, U, W), "f32"), index=(U, W), extents=(2, 3), guard: bool = False,
-         buf: str = "t") -> For:
-    store: Node = Store(1, buf, index, value, None, ())
+def copy(value: L.SExpr = STRIPS, index: tuple[IExpr, ...] = (U, ibin("add", ibin("mul", S, IConst(2)), W)),
+         extents: tuple[int, int, int] = (2, 3, 2), guard: bool = False, buf: str = "t") -> For:
+    """The copy nest ``for u, s, w: buf[index] = value`` over ``extents``."""
+    node: Node = Store(1, buf, index, value, None, ())
     if guard:
-        store = Guard(ibin("lt", W, IConst(3)), (store,))
-    inner = For(3, "w", IConst(0), IConst(extents[1]), "simd", (store,))
-    return For(2, "u", IConst(0), IConst(extents[0]), "serial", (inner,))
+        node = Guard(ibin("lt", W, IConst(2)), (node,))
+    for var, name, n in reversed(list(zip((2, 3, 4), "usw", extents))):
+        node = For(var, name, IConst(0), IConst(n), "serial", (node,))
+    return node
 
 
-def view(rest: tuple[Node, ...], kernel: tuple[Node, ...] = (), tile: Alloc = TILE) -> Optional[View]:
-    return pack_view(tile, rest, kernel, PACKS, {})
+def forwarded(rest: tuple[Node, ...], kernel: tuple[Node, ...] = (), tile: Alloc = TILE) -> Optional[Forwarding]:
+    return forwarding(tile, rest, kernel, PACKS, {})
 
 
-def test_the_window_starts_where_the_outer_part_of_the_pack_index_points():
-    v = view((copy(),))
-    assert v is not None and (v.buf, v.pack) == ("t", "P")
-    assert [evaluate(v.base, {}, {(1, 0): x}) for x in range(4)] == [0, 6, 12, 18]  # P[x] is 2 x 3 cells
+def stored(nest: For, outer: int) -> dict[tuple[int, ...], tuple[int, ...]]:
+    """Tile cell -> the pack cell the copy nest stores there, by running its loop box."""
+    loops, node = [], nest
+    while isinstance(node, For):
+        loops.append(node)
+        node = node.body[0]
+    out = {}
+    for v in itertools.product(*(range(lp.hi.value) for lp in loops)):
+        coords = {(1, 0): outer, **{(lp.var, 0): x for lp, x in zip(loops, v)}}
+        cell = tuple(int(evaluate(e, {}, coords)) for e in node.index)
+        assert cell not in out
+        out[cell] = tuple(int(evaluate(e, {}, coords)) for e in node.value.index)
+    return out
+
+
+@pytest.mark.parametrize("nest", [copy(), copy(L.Ld("P", (OUTER, IConst(0), U, W), "f32")),
+                                  copy(index=(U, ibin("add", S, ibin("mul", W, IConst(3)))))],
+                         ids=["strips", "one pack row for all", "columns strip-minor"])
+def test_each_read_is_the_pack_cell_the_copy_stored_there(nest):
+    fw = forwarded((nest,))
+    assert fw is not None and (fw.buf, fw.pack) == ("t", "P")
+    for outer in range(2):
+        for (row, col), cell in stored(nest, outer).items():
+            index = fw.read((IConst(row), IConst(col)), {})
+            assert tuple(int(evaluate(e, {}, {(1, 0): outer})) for e in index) == cell
+
+
+def test_a_read_by_strip_and_column_loops_folds_the_inverse():
+    fw = forwarded((copy(),))
+    strip, col = IVar(7, 0), IVar(8, 0)
+    index = fw.read((U, ibin("add", ibin("mul", IConst(2), strip), col)), {7: (0, 3), 8: (0, 2)})
+    assert index == (OUTER, strip, U, col)
+    unfolded = fw.read((U, col), {8: (0, 6)})  # a column loop over the whole tile: the digits stay divisions
+    assert unfolded[1] == ibin("floordiv", col, IConst(2)) and unfolded[3] == ibin("mod", col, IConst(2))
 
 
 @pytest.mark.parametrize("rest", [
-    (copy(L.Ld("P", (OUTER, W, U), "f32"), extents=(2, 3)),),  # the tile's order is not the pack's
-    (copy(L.Ld("P", (OUTER, IConst(0), W), "f32")),),  # every row of the tile reads the same pack row
-    (copy(L.Cvt(L.Ld("P", (OUTER, U, W), "f32"), "f32")),),  # a conversion
-    (copy(L.Ld("A", (OUTER, U, W), "f32")),),  # not a pack
+    (copy(L.Cvt(STRIPS, "f32")),),  # a conversion
+    (copy(L.Ld("A", (OUTER, S, U, W), "f32")),),  # not a pack
     (copy(guard=True),),  # a guarded copy
-    (copy(extents=(2, 2)),),  # covers part of the tile
-    (copy(index=(W, U)),),  # the loops index the tile transposed
+    (copy(extents=(2, 2, 2)),),  # covers part of the tile
+    (copy(index=(U, ibin("add", S, W))),),  # two loops on one digit: not a bijection
+    (copy(index=(U, ibin("add", ibin("mul", S, IConst(2)), U))),),  # one loop on two axes
     (copy(buf="other"),),  # copies into another buffer
     (copy(), Store(2, "t", (IConst(0), IConst(0)), L.Lit(1.0, "f32"), None, ())),  # the tile is written later
-    (copy(), For(4, "x", IConst(0), IConst(1), "serial", (TILE,))),  # another tile of the name is declared
-], ids=["order", "repeated rows", "conversion", "no pack", "guard", "partial", "transposed", "other buffer",
+    (copy(), For(5, "x", IConst(0), IConst(1), "serial", (TILE,))),  # another tile of the name is declared
+], ids=["conversion", "no pack", "guard", "partial", "overlapping digits", "shared loop", "other buffer",
         "written later", "redeclared"])
 def test_anything_else_is_copied_as_written(rest):
-    assert view(rest) is None
+    assert forwarded(rest) is None
 
 
 def test_a_pack_the_kernel_writes_or_a_tile_with_a_layout_is_copied():
-    assert view((copy(),), kernel=(Store(3, "P", (IConst(0),) * 3, L.Lit(0.0, "f32"), None, ()),)) is None
-    assert view((copy(),), tile=Alloc("t", "f32", (IConst(2), IConst(3)), "local", "stack", 0, (), True,
-                                      tc.semantics.layout.Swizzle("elem"))) is None
+    assert forwarded((copy(),), kernel=(Store(3, "P", (IConst(0),) * 4, L.Lit(0.0, "f32"), None, ()),)) is None
+    swizzled = Alloc("t", "f32", (IConst(2), IConst(6)), "local", "stack", 0, (), True, Swizzle("elem"))
+    assert forwarded((copy(),), tile=swizzled) is None
+
+
+@pytest.mark.parametrize("op", ["floordiv", "mod"])
+@pytest.mark.parametrize("a, c, ranges, folds", [
+    (ibin("add", ibin("mul", IConst(4), IVar(1, 0)), IVar(2, 0)), 4, {1: (0, 3), 2: (0, 4)}, True),
+    (ibin("add", ibin("mul", IConst(4), IVar(1, 0)), IVar(2, 0)), 4, {1: (0, 3), 2: (0, 5)}, False),  # y reaches c
+    (ibin("sub", ibin("mul", IConst(8), IVar(1, 0)), IVar(2, 0)), 4, {1: (1, 3), 2: (0, 4)}, False),  # y may be < 0
+    (ibin("add", ibin("mul", IConst(6), IVar(1, 0)), ibin("mul", IConst(2), IVar(2, 0))), 3, {1: (0, 2), 2: (0, 2)},
+     True),
+    (ibin("add", ibin("mul", IConst(8), IVar(1, 0)), IConst(3)), 4, {1: (-2, 2)}, True),
+    (ibin("add", ibin("mul", IConst(4), IVar(1, 0)), IVar(2, 0)), 4, {1: (0, 3)}, False),  # y's range unknown
+])
+def test_folding_agrees_with_evaluation_over_the_ranges(op, a, c, ranges, folds):
+    e = ibin(op, a, IConst(c))
+    folded = fold(e, ranges)
+    assert (folded != e) == folds and all(x.op not in ("floordiv", "mod") for x in _bins(folded)) == folds
+    for point in itertools.product(*(range(lo, hi) for lo, hi in ranges.values())):
+        coords = {(v, 0): x for v, x in zip(ranges, point)}
+        coords.setdefault((2, 0), 0)
+        assert evaluate(folded, {}, coords) == evaluate(e, {}, coords)
+
+
+def _bins(e: IExpr) -> list[IBin]:
+    return [e, *_bins(e.a), *_bins(e.b)] if isinstance(e, IBin) else []
