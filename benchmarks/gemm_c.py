@@ -73,14 +73,18 @@ def best_schedule(n: int) -> tc.Schedule:
 
 
 def staged_schedule(n: int) -> tc.Schedule:
-    """``best_schedule`` with B marked constant and staged hoisted (``s.stage(..., hoisted=True)``): B packed once
-    into panels ``B.packed[K / 256, N / 128, 256, 128]``, the 256 x 128 tile of panel (k, column tile) contiguous, so
-    each per-thread B tile copy reads one contiguous 128 KiB block instead of 256 rows of the n-wide matrix. The
-    arithmetic (and so every rounding) is ``best_schedule``'s; the C runner computes the pack once per B and
-    checks B's CRC-32 on every later call (a changed B is refused), which the timed calls include."""
+    """``best_schedule`` with B marked constant and staged hoisted (``s.stage(..., hoisted=True)``) over 16-column
+    strips of the B tile copy (``b.load.N`` split by 16, the strip loop outside ``b.load.K``): B packed once into
+    ``B.packed[K / 256, N / 16, 256, 16]``, each 256 x 16 strip of panel k contiguous (16 KiB: what the register
+    block's 2 vectors per k step stream). The C backend reads the B tile from the pack itself (the tile is a whole
+    copy of 8 consecutive strips, its copy elided: ``backends/c/views.py``), so the kernel copies only A. The
+    arithmetic (and so every rounding) is ``best_schedule``'s; the C runner computes the pack once per B and checks
+    B's CRC-32 on every later call (a changed B is refused), which the timed calls include."""
     s = best_schedule(n)
     s.constant("B")
-    s.stage("B", ["b.load.K", "b.load.N"], hoisted=True)
+    strip, col = s.split("b.load.N", COLS, outer="b.strip", inner="b.col")
+    s.reorder([strip, "b.load.K", col])
+    s.stage("B", ["b.load.K", col], hoisted=True)
     return s
 
 
