@@ -7,9 +7,10 @@ installed (``pip install -e .[bench]``), the same schedule written in Halide twi
 order, so its result is bitwise ours) and with Halide's default float semantics (which let
 LLVM contract each multiply-add into one FMA: a different, faster computation).
 
-The schedule (``staged_schedule``: ``best_schedule`` plus a Stage of B, see there; the row
+The schedule (``staged_schedule``: ``best_schedule`` plus a Stage of B over 16-column strips, see there; the row
 "scheduled, B unpacked" is ``best_schedule`` alone): 128 x 128 output tiles, row tiles on the threads (grid0),
-the K pipeline in 256-deep panels copied into per-thread tiles (A 128 x 256, B 256 x 128);
+the K pipeline in 256-deep panels copied into per-thread tiles (A 128 x 256, B 256 x 128; with the Stage the C
+backend reads the B tile from the pack instead of copying it);
 the tile product as register blocks of 6 rows by 16 vectorised columns (12 vector
 accumulators on AVX2), reordered so the contraction runs outside the block (``no, mo, K, mi,
 ni``: a 16-column strip of the B tile stays in L1 while the row blocks pass over it); the row
@@ -20,7 +21,7 @@ initialisation and the store vectorised. The lowering proves every local tile wr
 it is read, so none is zero-filled. The staged schedule is checked proved (``s.check().ok``), and
 results against float64 numpy, before timing; the scheduled rows and Halide strict are also
 compared bit for bit. Halide's rows read B in place (its schedule copies no tiles at all): the
-Stage changes where the tile copies read B from, not the loops or the arithmetic.
+Stage changes where B is read from, not the loops or the arithmetic.
 
 Threads: the kernel runs its row tiles on OpenMP's default team, numpy on OpenBLAS's and
 Halide on its own pool; the header prints each count and the BLAS kernel numpy uses. For a
