@@ -8,8 +8,8 @@ order, so its result is bitwise ours) and with Halide's default float semantics 
 LLVM contract each multiply-add into one FMA: a different, faster computation).
 
 The schedule (``staged_schedule``: ``best_schedule`` plus a Stage of B over 16-column strips, see there; the row
-"scheduled, B unpacked" is ``best_schedule`` alone): 128 x 128 output tiles, row tiles on the threads (grid0),
-the K pipeline in 256-deep panels copied into per-thread tiles (A 128 x 256, B 256 x 128; with the Stage the C
+"scheduled, B unpacked" is ``best_schedule`` alone): 128 x 256 output tiles, row tiles on the threads (grid0),
+the K pipeline in 256-deep panels copied into per-thread tiles (A 128 x 256, B 256 x 256; with the Stage the C
 backend reads the B tile from the pack instead of copying it);
 the tile product as register blocks of 6 rows by 16 vectorised columns (12 vector
 accumulators on AVX2), reordered so the contraction runs outside the block (``no, mo, K, mi,
@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import tilecert as tc  # noqa: E402
 from examples.gemm import gemm  # noqa: E402
 
-TILE_M, TILE_N, PANEL_K, ROWS, COLS = 128, 128, 256, 6, 16
+TILE_M, TILE_N, PANEL_K, ROWS, COLS = 128, 256, 256, 6, 16
 UNPACKED = "tilecert C, scheduled, B unpacked"
 
 
@@ -78,7 +78,7 @@ def staged_schedule(n: int) -> tc.Schedule:
     strips of the B tile copy (``b.load.N`` split by 16, the strip loop outside ``b.load.K``): B packed once into
     ``B.packed[K / 256, N / 16, 256, 16]``, each 256 x 16 strip of panel k contiguous (16 KiB: what the register
     block's 2 vectors per k step stream). The C backend reads the B tile from the pack itself (the tile is a whole
-    copy of 8 consecutive strips, its copy elided: ``backends/c/views.py``), so the kernel copies only A. The
+    copy of 16 consecutive strips, its copy elided: ``backends/c/views.py``), so the kernel copies only A. The
     arithmetic (and so every rounding) is ``best_schedule``'s; the C runner computes the pack once per B and checks
     B's CRC-32 on every later call (a changed B is refused), which the timed calls include."""
     s = best_schedule(n)

@@ -10,7 +10,7 @@ import tilecert as tc
 from benchmarks.gemm_c import best_schedule, staged_schedule
 from tilecert.semantics import loopir as L
 
-N = 96  # one ragged 128 x 128 tile and one ragged 256-deep panel: every edge guard is live
+N = 96  # one ragged 128 x 256 tile and one ragged 256-deep panel: every edge guard is live
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def test_staged_schedule_is_bitwise_the_unstaged_one_on_c(kernels):
 
 
 def test_at_dividing_sizes_the_kernel_reads_b_from_the_pack_and_copies_only_a():
-    n = 256  # two 128 x 128 tiles per dimension, one 256-deep panel: no edge guard, so the B tile copy is elided
+    n = 256  # two 128-row tiles of all 256 columns, one 256-deep panel: no edge guard, so the B tile copy is elided
     staged = tc.compile(staged_schedule(n))
     body = staged.source[staged.source.index("void tc_kernel("):]
     assert "local b: read from pack B.packed" in body and "b.load.K" not in body and "a.load.K" in body
