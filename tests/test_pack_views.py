@@ -182,3 +182,11 @@ def test_folding_agrees_with_evaluation_over_the_ranges(op, a, c, ranges, folds)
 
 def _bins(e: IExpr) -> list[IBin]:
     return [e, *_bins(e.a), *_bins(e.b)] if isinstance(e, IBin) else []
+
+
+def test_a_copy_after_nodes_that_do_not_name_the_tile_is_forwarded_and_one_after_a_read_is_not():
+    other = Store(4, "u", (IConst(0),), L.Lit(1.0, "f32"), None, ())  # another tile of the stage, written first
+    fw = forwarded((other, copy()))
+    assert fw is not None and fw.at == 1
+    early_read = Store(5, "u", (IConst(0),), L.Ld("t", (IConst(0), IConst(0)), "f32"), None, ())
+    assert forwarded((early_read, copy())) is None  # the read sees the tile before its copy: it is kept

@@ -188,7 +188,8 @@ class Emitter:
                 self.emit(c_comment(f"{node.scope} {node.buf}: read from pack {fw.pack}, its copy "
                                     f"S{fw.store.sid} elided"), depth)
                 self.forwards[node.buf] = fw  # no other tile of its name is declared in its scope (views)
-                self.body(nodes[k + 2:], depth, in_threads, in_simd)
+                after = nodes[k + 1:]
+                self.body(after[:fw.at] + after[fw.at + 1:], depth, in_threads, in_simd)
                 del self.forwards[node.buf]
                 return
             if isinstance(node, Alloc) and node.storage == "heap":

@@ -1,8 +1,9 @@
 """Copy elision: a local tile copied whole from a hoisted pack is read from the pack itself.
 
-A tile ``T`` (rank ``r``, constant shape ``d``, no layout) declared by ``Alloc`` and followed at once
-by its copy nest, loops ``v_0 .. v_{m-1}`` from 0 over constant extents ``n_i``, each loop's body the
-next loop alone and the innermost's one store
+A tile ``T`` (rank ``r``, constant shape ``d``, no layout) declared by ``Alloc`` and followed by its copy
+nest (the first node after the declaration that names ``T``: the ones before it, such as a pipeline stage's
+other declarations and copies, do not touch it), loops ``v_0 .. v_{m-1}`` from 0 over constant extents
+``n_i``, each loop's body the next loop alone and the innermost's one store
 
     T[f_0(v), ..., f_{r-1}(v)] = P[g(v)]
 
@@ -50,6 +51,8 @@ class Forwarding:
     index: tuple[IExpr, ...]
     digits: tuple[tuple[int, int, int, int, bool], ...]  # (loop var, axis, coefficient, extent, top digit)
     store: Store
+    at: int = 0
+    """The copy nest's position among the nodes after the declaration (the nodes before it do not name the tile)."""
 
     def read(self, t: tuple[IExpr, ...], ranges: Ranges) -> tuple[IExpr, ...]:
         """The pack index that holds tile cell ``t`` (the divisions of the inverse folded over ``ranges``)."""
@@ -133,14 +136,21 @@ def _nest(node: Node) -> Optional[tuple[list[For], Node]]:
     return (loops, node) if loops and not isinstance(node, For) else None
 
 
+def _mentions(node: Node, buf: str) -> bool:
+    """Whether ``node`` (at any depth) declares, writes or reads ``buf``."""
+    return any(isinstance(n, (Store, Alloc)) and n.buf == buf or
+               isinstance(n, Store) and any(ld.buf == buf for ld in L.loads(n.value)) for n in walk((node,)))
+
+
 def forwarding(alloc: Alloc, rest: tuple[Node, ...], kernel: tuple[Node, ...], packs: Mapping[str, Alloc],
                bound: Mapping[str, int]) -> Optional[Forwarding]:
     """How ``alloc`` is forwarded to a pack, ``rest`` being the nodes after it in its body, ``kernel`` the
     kernel proper and ``packs`` the hoisted packs' declarations by buffer (module doc); None: copy it."""
     dims = [const_value(s, bound) for s in alloc.shape]
-    if not rest or not dims or alloc.layout is not None or None in dims:
+    at = next((k for k, n in enumerate(rest) if _mentions(n, alloc.buf)), None)
+    if at is None or not dims or alloc.layout is not None or None in dims:
         return None
-    found = _nest(rest[0])
+    found = _nest(rest[at])
     if found is None or not isinstance(found[1], Store):
         return None
     loops, st = found
@@ -154,8 +164,8 @@ def forwarding(alloc: Alloc, rest: tuple[Node, ...], kernel: tuple[Node, ...], p
     digits = _digits(loops, st.index, dims, bound)
     if digits is None:
         return None
-    if any(isinstance(n, (Store, Alloc)) and n.buf == alloc.buf for n in walk(rest[1:])):
+    if any(isinstance(n, (Store, Alloc)) and n.buf == alloc.buf for n in walk(rest[at + 1:])):
         return None
     if any(isinstance(n, Store) and n.buf == value.buf for n in walk(kernel)):
         return None
-    return Forwarding(alloc.buf, value.buf, value.index, digits, st)
+    return Forwarding(alloc.buf, value.buf, value.index, digits, st, at)
