@@ -101,11 +101,77 @@ def skips(X: tc.Tensor[f32, "N"], Y: tc.Tensor[f32, "N"], Z: tc.Tensor[f32, "N"]
         X.at(k.index()).store(z)
 
 
+@tc.kernel
+def inner(A: tc.Tensor[f32, "N"], Y: tc.Tensor[f32, "N"]):
+    """A stage with an inner serial loop that reads and writes ``A`` at cells the other stages read."""
+    for k in tc.pipeline(A.shape[0] - 2, window=0, interval=1):
+        k.stage("r")
+        x = A.at(k.index() + 2).load()
+        k.stage("w")
+        s = x
+        for j in k.serial(2):
+            s = s * 2.0 + A.at(k.index() + j.index()).load()
+            A.at(k.index() + j.index() + 1).store(s)
+        k.stage("o")
+        Y.at(k.index()).store(s + A.at(k.index() + 1).load())
+
+
+@tc.kernel
+def tiled(A: tc.Tensor[f32, "N"], Y: tc.Tensor[f32, "N"]):
+    """Tiles of two cells, the load's overlapping the next iteration's store."""
+    for k in tc.pipeline(A.shape[0] // 2, window=0, interval=1):
+        k.stage("load")
+        a = A.tile((k.index() * 2 + 1,), (2,)).load()
+        k.stage("mid")
+        b = a * 3.0
+        k.stage("store")
+        A.tile((k.index() * 2,), (2,)).store(b)
+        Y.tile((k.index() * 2,), (2,)).store(a)
+
+
+@tc.kernel
+def floor(A: tc.Tensor[f32, "N"], Y: tc.Tensor[f32, "N"]):
+    """Quasi-affine cells ``k // 2``, the last read out of bounds (zero)."""
+    for k in tc.pipeline(A.shape[0], window=0, interval=1):
+        k.stage("r")
+        x = A.at(k.index() // 2).load()
+        k.stage("w")
+        A.at(k.index() // 2 + 1).store(x + 1.0)
+        Y.at(k.index()).store(x)
+
+
+@tc.kernel
+def prelude(A: tc.Tensor[f32, "N"], Y: tc.Tensor[f32, "N"]):
+    """Index math before the first cut."""
+    for k in tc.pipeline(A.shape[0] // 2, window=0, interval=1):
+        i = k.index() * 2
+        k.stage("r")
+        x = A.at(i + 1).load()
+        k.stage("w")
+        A.at(i).store(x + 1.0)
+        A.at(i + 2).store(x * 2.0)
+        Y.at(i).store(x)
+
+
+@tc.kernel
+def outer(A: tc.Tensor[f32, "M", "N"], Y: tc.Tensor[f32, "M", "N"]):
+    """The pipeline inside a serial loop, a tensor carried along it."""
+    for m in tc.serial(A.shape[0]):
+        for k in m.pipeline(A.shape[1] - 1, window=0, interval=1):
+            k.stage("r")
+            x = A.at(m.index(), k.index() + 1).load()
+            k.stage("w")
+            A.at(m.index(), k.index()).store(x + Y.at(m.index(), k.index()).load())
+            Y.at(m.index(), k.index() + 1).store(x)
+
+
 KERNELS = {"anti": (anti, 1), "read_write": (read_write, 1), "ahead": (ahead, 2), "selected": (selected, 2),
-           "carried": (carried, 0), "skips": (skips, 1), "three": (three, 0), "four": (four, 0)}
+           "carried": (carried, 0), "skips": (skips, 1), "three": (three, 0), "four": (four, 0), "inner": (inner, 3),
+           "tiled": (tiled, 1), "floor": (floor, 2), "prelude": (prelude, 2), "outer": (outer, 1)}
 """Each kernel and how much longer than its trip count its tensors are."""
-RECURRENCES = {"carried"}
-"""Kernels whose carried sum runs through every stage: no plan overlaps two iterations."""
+RECURRENCES = {"carried", "floor"}
+"""Kernels whose recurrence (a carried sum, ``A[k // 2 + 1]`` read at ``k + 1``) runs through every stage: no plan
+overlaps two iterations."""
 
 
 def arrays_for(program, n: int, longer: int) -> dict:
@@ -160,6 +226,18 @@ def test_a_proved_modulo_schedule_compiles_to_c_that_matches(name, kwargs):
         assert same(want, compiled(**{k: v.copy() for k, v in arrays.items()})), (name, n)
         for model in ("sync", "async"):
             assert same(want, run_overlapped(s, None, {k: v.copy() for k, v in arrays.items()}, model=model))
+
+
+@pytest.mark.parametrize("window", [0, 1, 2, 3])
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_the_planner_plan_is_proved_or_refused_with_a_typed_error(name, window):
+    s = tc.schedule(KERNELS[name][0])
+    try:
+        s.modulo("k", window=window)
+    except ScheduleError as e:
+        assert window == 1 and "no plan" in e.message and e.hint
+        return
+    assert s.check().ok, (name, window)
 
 
 @pytest.mark.parametrize("name,offsets", [("ahead", {"w": 0, "r": 3}), ("anti", {"read": 2, "write": 0}),
