@@ -254,14 +254,16 @@ def test_a_plan_that_breaks_an_edge_is_disproved_and_differs(name, offsets):
     assert not same(want, run_overlapped(s, None, arrays))
 
 
+@pytest.mark.parametrize("argument", ["versions", "releases"])
 @pytest.mark.parametrize("buffer", ["Y", "X", "acc"])
-def test_versions_for_a_buffer_that_gets_no_slots_is_refused(buffer):
+def test_versions_for_a_buffer_that_gets_no_slots_is_refused(buffer, argument):
     """A tensor, and carried state (declared outside the loop: the realization keeps its one copy), get no ring;
     ``versions`` for one was accepted, the checker proved the plan and the printout showed a ring of that many
-    slots that nothing builds."""
+    slots that nothing builds (``releases`` for one was ignored)."""
     s = tc.schedule(carried)
     with pytest.raises(ScheduleError, match="gets no slots") as e:
-        s.modulo("k", interval=2, offsets={"sum": 0, "out": 1}, versions={buffer: 3})
+        s.modulo("k", interval=2, offsets={"sum": 0, "out": 1}, **{argument: {buffer: 3 if argument == "versions" else
+                                                                           ["out"]}})
     assert e.value.hint and "acc1" in e.value.hint
 
 

@@ -9,10 +9,11 @@ states how the pipeline is to overlap, with ``Issue(s, i) = i * interval + theta
   (``semantics.pipeline.planner.plan_modulo``) for offsets at that interval; neither asks it for the smallest
   interval from the policy's on, under ``window`` (default: the policy's window) and the stage graph of the loop
   (``semantics.pipeline.graph``);
-- ``versions`` overrides the slot count derived for a buffer (>= 1; a buffer the loop's body declares and one stage
-  writes for another to read: any other name, a tensor or carried state, is refused), ``waits`` the consumer waits (a list of
+- ``versions`` overrides the slot count derived for a buffer (>= 1), ``waits`` the consumer waits (a list of
   ``(producer stage, consumer stage, buffer)``; None: every flow edge waits) and ``releases`` the readers whose
-  release each buffer's slot reuse waits for (None: every actual reader). What a plan derives from them is
+  release each buffer's slot reuse waits for (None: every actual reader); ``versions`` and ``releases`` name only
+  buffers the loop's body declares and one stage writes for another to read (a tensor or carried state keeps its
+  one copy: refused). What a plan derives from them is
   ``semantics.pipeline.derive``.
 
 Legality (tau is the identity: every instance runs as before; the plan is a realization the checker holds
@@ -83,8 +84,9 @@ def modulo(p: ir.Program, loop: str, interval: Optional[int] = None, offsets: Op
         assert found is not None  # the argument kind checked it
         return found
 
-    if versions:
-        _slotted(p, lp, versions, bound_sizes)
+    for argument, named in (("versions", versions), ("releases", releases)):
+        if named:
+            _slotted(p, lp, argument, named, bound_sizes)
     plan = dataclasses.replace(
         plan, versions=tuple(sorted((versions or {}).items())) or plan.versions,
         waits=plan.waits if waits is None else tuple((ordinal(a), ordinal(b), buf) for a, b, buf in waits),
@@ -115,13 +117,15 @@ def _offsets(p: ir.Program, lp: L.Loop, offsets: dict) -> tuple[int, ...]:
     return tuple(theta[st.ordinal] for st in stages)
 
 
-def _slotted(p: ir.Program, lp: L.Loop, versions: dict, bound_sizes: Optional[dict[str, int]]) -> None:
-    """Every buffer ``versions`` names can get slots: it is declared by the pipeline body (carried state and tensors
-    keep their one copy in the realization) and materialized (written in one stage, read in another)."""
+def _slotted(p: ir.Program, lp: L.Loop, argument: str, named: dict, bound_sizes: Optional[dict[str, int]]) -> None:
+    """Every buffer ``versions`` or ``releases`` names can get slots: it is declared by the pipeline body (carried
+    state and tensors keep their one copy in the realization) and materialized (written in one stage, read in
+    another)."""
     declared = {st.buf.name for st in lp.body.ops if isinstance(st, L.Decl)}
     slotted = [b for b in stage_graph(p, lp.name, bound_sizes).materialized if b in declared]
-    wrong = sorted(b for b in versions if b not in slotted)
+    wrong = sorted(b for b in named if b not in slotted)
     if wrong:
-        raise ScheduleError(f"modulo: versions names {', '.join(map(repr, wrong))}, which gets no slots: only a buffer "
-                            f"the body of {lp.name!r} declares and one stage writes for another to read has versions",
-                            hint=f"the buffers of {lp.name!r} that may get versions: {', '.join(slotted) or 'none'}")
+        raise ScheduleError(f"modulo: {argument} names {', '.join(map(repr, wrong))}, which gets no slots: only a "
+                            f"buffer the body of {lp.name!r} declares and one stage writes for another to read has "
+                            f"versions", hint=f"the buffers of {lp.name!r} that may get versions: "
+                            f"{', '.join(slotted) or 'none'}")
