@@ -12,6 +12,10 @@ that the realization never builds.
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -284,3 +288,39 @@ def test_a_huge_versions_override_is_a_typed_error_in_the_overlapped_interpreter
     x = np.ones(3, np.float32)
     with pytest.raises(tc.TilecertError, match="acc1"):
         run_overlapped(s, None, {"X": x, "Y": x.copy(), "Z": x.copy()})
+
+
+@tc.kernel
+def apart(X: tc.Tensor[f32, "N"], Y: tc.Tensor[f32, "N"], Z: tc.Tensor[f32, "N"]):
+    """Two stages with no edge between them: any offsets are legal."""
+    for k in tc.pipeline(X.shape[0], window=0, interval=1):
+        k.stage("a")
+        Y.at(k.index()).store(X.at(k.index()).load())
+        k.stage("b")
+        Z.at(k.index()).store(X.at(k.index()).load() * 2.0)
+
+
+HUGE = ("import numpy as np, tilecert as tc\n"
+        "from test_redteam_pipeline import apart\n"
+        "from tilecert.semantics.pipeline.realize import run_overlapped\n"
+        "s = tc.schedule(apart)\n"
+        "s.modulo('k', interval=1, offsets={'a': 0, 'b': 10 ** 12}, window=0)\n"
+        "assert s.check().ok\n"
+        "x = np.ones(3, np.float32)\n"
+        "try:\n"
+        "    run_overlapped(s, None, {'X': x, 'Y': x.copy(), 'Z': x.copy()})\n"
+        "except tc.TilecertError:\n"
+        "    pass\n")
+
+
+@pytest.mark.xfail(strict=True, reason="a proved plan with a huge offset and window=0 realizes to N + max(theta) // II "
+                                       "ticks, nearly all idle: run_overlapped and the compiled C run for hours at N = 3 "
+                                       "(no bound on the offsets, no typed refusal)")
+def test_a_huge_offset_is_refused_or_runs_in_bounded_time():
+    here = Path(__file__).parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here.parent), str(here)])}
+    try:
+        done = subprocess.run([sys.executable, "-c", HUGE], cwd=here, env=env, timeout=20, capture_output=True)
+    except subprocess.TimeoutExpired:
+        pytest.fail("run_overlapped of a plan with offset 10**12 did not finish in 20 s at N = 3")
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
