@@ -23,7 +23,14 @@ The count is the realization's, derived from a plan whose obligations (``pipelin
 """
 from __future__ import annotations
 
-from typing import Sequence
+import dataclasses
+from typing import Any, Mapping, Optional, Sequence
+
+from tilecert.semantics import ir
+from tilecert.semantics import loopir as L
+from tilecert.semantics.mapper import Mapped, Mapper
+from tilecert.semantics.pipeline.plan import ModuloPlan, StageGraph
+from tilecert.semantics.pipeline.realize import realization
 
 
 def wait_pending(waits: Sequence[int], issue: int, wait: int, distance: int) -> int:
@@ -35,3 +42,108 @@ def wait_pending(waits: Sequence[int], issue: int, wait: int, distance: int) -> 
     if distance < 0 or (distance == 0 and issue > wait):
         raise ValueError(f"the copy at position {issue}, {distance} ticks before the wait at {wait}, issues after it")
     return sum(distance + 1 - (w > wait) - (w < issue) for w in waits) - 1
+
+
+# ----------------------------------------------------------------------------- the CUDA realization of a plan
+def _innermost(st: Any) -> Any:
+    """The statement inside a nest of single-statement loops (``st`` itself when it is no loop)."""
+    while isinstance(st, L.Loop) and len(st.body.ops) == 1:
+        st = st.body.ops[0]
+    return st
+
+
+class _Issue(Mapper):
+    """A copy stage's body with each write of a pending slot ``P[...] = v`` the ``AsyncCopy`` ``ring(P)[...] = v``
+    and the poisoning of its ring slot left out (on CUDA the slot keeps its old content until the copy lands, one of
+    the values the poison stands for)."""
+
+    def __init__(self, rings: Mapping[str, str]) -> None:
+        self.rings = rings
+
+    def map_stmt(self, st: Any) -> Mapped:
+        inner = _innermost(st)
+        if isinstance(st, L.Loop) and isinstance(inner, L.Assign) and inner.buf in self.rings.values() \
+                and isinstance(inner.value, L.Lit):
+            return None
+        return super().map_stmt(st)
+
+    def map_assign(self, st: L.Assign) -> Mapped:
+        if st.buf not in self.rings:
+            return super().map_assign(st)
+        return L.AsyncCopy(self.rings[st.buf], st.index, st.value, st.loc)
+
+
+class _Swap(Mapper):
+    """The program body with the statement ``old`` (by identity) spliced out for ``new``."""
+
+    def __init__(self, old: Any, new: list) -> None:
+        self.old, self.new = old, new
+
+    def map_stmt(self, st: Any) -> Mapped:
+        return list(self.new) if st is self.old else super().map_stmt(st)
+
+
+def _move(st: Any, rings: Mapping[str, str]) -> Optional[str]:
+    """The pending buffer a wait's move nest ``b[slot, u] = P[slot, u]`` lands (None for any other statement)."""
+    inner = _innermost(st)
+    if isinstance(st, L.Loop) and isinstance(inner, L.Assign) and isinstance(inner.value, L.Ld) \
+            and rings.get(inner.value.buf) == inner.buf and inner.value.index == inner.index:
+        return inner.value.buf
+    return None
+
+
+def _writes(stmts: tuple, buf: str) -> bool:
+    return any(isinstance(n, L.Assign) and n.buf == buf for n in ir.walk(ir.Block((), stmts)))
+
+
+def realize_async_copies(program: ir.Program, loop: str, graph: StageGraph, plan: ModuloPlan) -> ir.Program:
+    """``program`` with pipeline loop ``loop`` realized for CUDA: ``semantics.pipeline.realize``'s ``async`` model
+    with each pending slot made a ``cp.async`` in flight.
+
+    The realization's copy stages write the pending slot ``P = b.inflight`` of ring ``b``; here each such write is
+    the ``AsyncCopy`` into ``b`` itself (the pending slot is the copy in flight; ``P`` is not declared) and the
+    poisoning of ``b``'s slot at the copy's issue is left out (the slot keeps its old content, one of the values the
+    poison stands for). The waits that move ``P``'s slot into ``b`` before a consumer become one ``AsyncWait``
+    before the consumer's guarded piece, outside its guard (every tick runs every wait, so the groups are the same
+    at every tick: the module docstring), whose ``pending`` is the least ``wait_pending`` over the copies it lands,
+    with ``D`` = the consumer's column less the copy's plus the flow edge's distance. A consumer the plan does not
+    wait for gets no wait, and reads the slot's old content as it reads the poison in the model."""
+    r = realization(program, loop, graph, plan, "async")
+    names = [d.buf.name for d in r.decls]
+    rings = {p: b for b in names for p in names if p != b and p.startswith(f"{b}.inflight")}
+    pieces, lands, order = [], [], []  # order: the tick body after the locals, ("wait" | "piece", piece number)
+    copier: dict[str, int] = {}  # pending buffer -> the piece that issues its copies
+    for pc in r.pieces:
+        landed = [p for p in map(lambda st: _move(st, rings), pc.stmts) if p is not None]
+        kept = tuple(st for st in pc.stmts if _move(st, rings) is None)
+        if landed:
+            order.append(("wait", len(lands)))
+            lands.append((landed, pc))
+        if not kept:  # a piece of waits only (an mma stage's, whose body runs at its completion)
+            continue
+        issues = {p: len(pieces) for p in rings if _writes(kept, p)}
+        if issues:
+            copier.update(issues)
+            kept = _Issue(rings).map_block(ir.Block((), kept)).ops
+        order.append(("piece", len(pieces)))
+        pieces.append(dataclasses.replace(pc, stmts=kept))
+    at = {entry: n for n, entry in enumerate(order)}
+    waits = [at[e] for e in order if e[0] == "wait"]
+    decls = [d for d in r.decls if d.buf.name not in rings]
+    ticks = dataclasses.replace(r, decls=tuple(decls), pieces=tuple(pieces)).statements()[-1]
+    head = len(r.locals)
+    ops = list(ticks.body.ops[:head])
+    for kind, k in order:
+        if kind == "piece":
+            ops.append(ticks.body.ops[head + k])
+            continue
+        landed, pc = lands[k]
+        counts = []
+        for p in landed:
+            q = pieces[copier[p]]
+            d = next((e.distance for e in graph.edges if (e.producer, e.consumer, e.buffer, e.dep)
+                      == (q.key[2], pc.key[2], rings[p], "flow")), 0)
+            counts.append(wait_pending(waits, at[("piece", copier[p])], at[("wait", k)], pc.column - q.column + d))
+        ops.append(L.AsyncWait("block", r.loop.loc, pending=min(counts)))
+    ticks = dataclasses.replace(ticks, body=dataclasses.replace(ticks.body, ops=tuple(ops)))
+    return dataclasses.replace(program, body=_Swap(r.loop, decls + [ticks]).map_block(program.body))
