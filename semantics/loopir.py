@@ -161,7 +161,7 @@ class AsyncWait(Barrier):
 
     Run as the copy it completes and the barrier it is, a program means what it runs on CUDA when every thread
     reaches the same waits (they are block barriers) and no cell of a copy is accessed between its issue and the
-    wait that completes it; ``backends.cuda.async_copy.wait_pending`` derives ``pending`` from a plan's columns."""
+    wait that completes it; ``lowering.async_copy.wait_pending`` derives ``pending`` from a plan's columns."""
 
     pending: int = 0
 

@@ -23,12 +23,16 @@ from tilecert.backends import SanitizerError
 from tilecert.backends.cuda import nvcc_check
 from tilecert.backends.cuda.build import build_executable
 from tilecert.backends.cuda.runner import CudaKernel
-from tilecert.lowering.async_copy import wait_pending
+from examples.gemm_gpu import gemm_gpu
+from tilecert.lowering.async_copy import realize_async_copies, wait_pending
 from tilecert.lowering.pipeline import lower_for
 from tilecert.lowering.program import Store, Sync, walk
 from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
 from tilecert.semantics.index import IBin, IConst, ISize, IVar, cdiv, ibin
+from tilecert.semantics.pipeline.plan import Edge, ModuloPlan, StageGraph, StageInfo
+from tilecert.semantics.pipeline.realize import run_overlapped
+from tilecert.semantics.sched.base import the_loop
 
 compile_unproved = functools.partial(tc.compile, allow_unproved=True)
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
@@ -170,3 +174,54 @@ def test_thread_sanitizer_passes_the_ring_and_reports_the_wait_without_its_barri
     with pytest.raises(SanitizerError, match="reports a data race") as info:
         racy(**args)
     assert "tc_emu::cp_async_wait" in info.value.message  # the landing write is one side of the race
+
+
+# ----------------------------------------------------------------------------- a plan realized for CUDA
+def gemm_plan(interval, offsets, **fields):
+    """The GPU GEMM (examples/gemm_gpu.py, ragged: 40 = 2 * 16 + 8) with its stage graph by hand: stage 0 copies
+    the A and B tiles, stage 1 (mma) reads them and carries ``acc``; a plan on the cuda latency table."""
+    s = gemm_gpu(40)
+    lp = the_loop(s.program, "k", "test")
+    graph = StageGraph(lp.pipeline.pipeline, "k", (StageInfo(0, "load", "copy"), StageInfo(1, "compute", "mma")),
+                       (Edge(0, 1, 0, "value", "a", max_distance=0), Edge(0, 1, 0, "value", "b", max_distance=0),
+                        Edge(1, 1, 1, "effect", "acc", "flow", 1)), ("a", "b"))
+    return s, graph, ModuloPlan(interval, offsets, target="cuda", **fields)
+
+
+def gemm_inputs(seed=4):
+    rng = np.random.default_rng(seed)
+    a, b = (rng.standard_normal((40, 40)).astype(np.float32) for _ in range(2))
+    return dict(A=a, B=b, C=np.zeros((40, 40), np.float32))
+
+
+@pytest.mark.parametrize("interval, offsets, slots, pending", [(1, (0, 2), 4, 2), (2, (0, 3), 3, 1)])
+def test_a_realized_gemm_plan_issues_cp_async_into_rings_and_matches_the_sequential_meaning(interval, offsets, slots,
+                                                                                            pending):
+    s, graph, plan = gemm_plan(interval, offsets)
+    p = realize_async_copies(s.program, "k", graph, plan)
+    decls = {d.buf.name: d.buf.shape for d in ir.walk(p.body) if isinstance(d, L.Decl)}
+    assert decls["a"][0] == decls["b"][0] == IConst(slots) and not any(".inflight" in b for b in decls)
+    assert [w.pending for w in ir.walk(p.body) if isinstance(w, L.AsyncWait)] == [pending]
+    assert {c.buf for c in ir.walk(p.body) if isinstance(c, L.AsyncCopy)} == {"a", "b"}
+    args = gemm_inputs()
+    want = tc.run(s.program, **args)["C"]
+    assert np.array_equal(compile_unproved(p, target="cuda-host")(**args)["C"], want)
+    assert np.array_equal(run_overlapped(s, {"k": (graph, plan)}, args, model="async")["C"], want)
+
+
+def test_a_realized_plan_without_its_waits_reads_old_slots_on_the_emulation_as_in_the_async_model():
+    s, graph, plan = gemm_plan(1, (0, 2), waits=())
+    p = realize_async_copies(s.program, "k", graph, plan)
+    assert not any(isinstance(w, L.AsyncWait) for w in ir.walk(p.body))
+    args = gemm_inputs()
+    want = tc.run(s.program, **args)["C"]
+    assert not np.array_equal(compile_unproved(p, target="cuda-host")(**args)["C"], want)
+    assert not np.array_equal(run_overlapped(s, {"k": (graph, plan)}, args, model="async")["C"], want)
+
+
+@needs_nvcc
+def test_nvcc_compiles_the_realized_gemm_with_cp_async_and_its_wait_group():
+    s, graph, plan = gemm_plan(2, (0, 3))
+    ptx = nvcc_check(tc.emit(realize_async_copies(s.program, "k", graph, plan), target="cuda", allow_unproved=True),
+                     "sm_80")
+    assert ptx.count("cp.async.ca.shared.global") >= 2 and "cp.async.wait_group 1;" in ptx
