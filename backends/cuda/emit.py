@@ -446,6 +446,8 @@ class CudaEmitter(Emitter):
         launcher = [c_comment(f"host launcher of {self.lp.name}"), f"void tc_kernel({', '.join(params)})", "{"]
         launcher += [f"    (void){self.sizes[s]};" for s in self.lp.sizes]
         launcher += ["    *err = 0;", "    auto run = [&]() -> int {"] + self.lines + ["    };", "    run();", "}", ""]
+        if any(isinstance(n, Store) and n.async_copy for n in walk(self.lp.body)):
+            header += c_comment(ASYNC_NOTE) + "\n"
         head = [header + _HEAD, prelude("static __host__ __device__ inline"),
                 _RUNTIME % {"cuda": ERR_CUDA, "geometry": ERR_GEOMETRY, "threads": self.target.max_threads_per_block,
                             **dict(zip(("gx", "gy", "gz"), self.target.max_grid)),
@@ -456,6 +458,7 @@ class CudaEmitter(Emitter):
 C_BYTES = {"bool": 1, "i8": 1, "u8": 1, "i16": 2, "f16": 2, "i32": 4, "bf16": 4, "f32": 4, "i64": 8, "f64": 8}
 """The bytes of an element in its C type (``C_TYPES``: bf16 is stored as float)."""
 CP_ASYNC_BYTES = (4, 8, 16)  # the copy sizes of cp.async
+ASYNC_NOTE = "async copies: checked as landed at issue; each lands by its wait_group, counted from the plan (no obligation)"
 
 
 def copy_source(e: L.SExpr) -> Optional[tuple[L.Ld, Optional[L.SExpr]]]:
