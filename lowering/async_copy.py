@@ -30,7 +30,7 @@ from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
 from tilecert.semantics.mapper import Mapped, Mapper
 from tilecert.semantics.pipeline.plan import ModuloPlan, StageGraph
-from tilecert.semantics.pipeline.realize import realization
+from tilecert.semantics.pipeline.realize import Piece, realization
 
 
 def wait_pending(waits: Sequence[int], issue: int, wait: int, distance: int) -> int:
@@ -92,6 +92,11 @@ def _move(st: Any, rings: Mapping[str, str]) -> Optional[str]:
     return None
 
 
+def _stage(pc: Piece) -> int:
+    """The stage ordinal of a piece (the last term of its key is minus the ordinal)."""
+    return -pc.key[-1]
+
+
 def _writes(stmts: tuple, buf: str) -> bool:
     return any(isinstance(n, L.Assign) and n.buf == buf for n in ir.walk(ir.Block((), stmts)))
 
@@ -109,8 +114,7 @@ def realize_async_copies(program: ir.Program, loop: str, graph: StageGraph, plan
     with ``D`` = the consumer's column less the copy's plus the flow edge's distance. A consumer the plan does not
     wait for gets no wait, and reads the slot's old content as it reads the poison in the model."""
     r = realization(program, loop, graph, plan, "async")
-    names = [d.buf.name for d in r.decls]
-    rings = {p: b for b in names for p in names if p != b and p.startswith(f"{b}.inflight")}
+    rings = {pending: b for b, pending in r.pending}
     pieces, lands, order = [], [], []  # order: the tick body after the locals, ("wait" | "piece", piece number)
     copier: dict[str, int] = {}  # pending buffer -> the piece that issues its copies
     for pc in r.pieces:
@@ -142,7 +146,7 @@ def realize_async_copies(program: ir.Program, loop: str, graph: StageGraph, plan
         for p in landed:
             q = pieces[copier[p]]
             d = next((e.distance for e in graph.edges if (e.producer, e.consumer, e.buffer, e.dep)
-                      == (q.key[2], pc.key[2], rings[p], "flow")), 0)
+                      == (_stage(q), _stage(pc), rings[p], "flow")), 0)
             counts.append(wait_pending(waits, at[("piece", copier[p])], at[("wait", k)], pc.column - q.column + d))
         ops.append(L.AsyncWait("block", r.loop.loc, pending=min(counts)))
     ticks = dataclasses.replace(ticks, body=dataclasses.replace(ticks.body, ops=tuple(ops)))
