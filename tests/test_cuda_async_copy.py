@@ -225,3 +225,10 @@ def test_nvcc_compiles_the_realized_gemm_with_cp_async_and_its_wait_group():
     ptx = nvcc_check(tc.emit(realize_async_copies(s.program, "k", graph, plan), target="cuda", allow_unproved=True),
                      "sm_80")
     assert ptx.count("cp.async.ca.shared.global") >= 2 and "cp.async.wait_group 1;" in ptx
+
+
+def test_the_realized_gemm_is_race_free_under_thread_sanitizer():
+    s, graph, plan = gemm_plan(2, (0, 3))
+    args = gemm_inputs()
+    got = compile_unproved(realize_async_copies(s.program, "k", graph, plan), target="cuda-host", sanitize=True)(**args)
+    assert np.array_equal(got["C"], tc.run(s.program, **args)["C"])
