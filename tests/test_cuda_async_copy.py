@@ -49,8 +49,8 @@ def _blk(*ops):
 
 
 def ring_kernel(dtype="i32", wait="async", pending=None):
-    """The ring (see the module docstring); ``wait``: ``async`` (the AsyncWait), ``barrier`` (a plain barrier: no
-    wait) ; ``pending`` overrides the derived count."""
+    """The ring (see the module docstring); ``wait``: ``async`` (the AsyncWait) or ``barrier`` (a plain barrier: no
+    wait); ``pending`` overrides the derived count."""
     n, g, j, t, u = ISize("N"), _v(0), _v(1), _v(2), _v(3)
     k = cdiv(n, IConst(T))
     col = ibin("add", ibin("mul", j, IConst(T)), t)
@@ -194,7 +194,7 @@ def gemm_inputs(seed=4):
     return dict(A=a, B=b, C=np.zeros((40, 40), np.float32))
 
 
-@pytest.mark.parametrize("interval, offsets, slots, pending", [(1, (0, 2), 4, 2), (2, (0, 3), 3, 1)])
+@pytest.mark.parametrize("interval, offsets, slots, pending", [(1, (0, 2), 4, 2), (2, (0, 3), 3, 1), (3, (0, 2), 2, 0)])
 def test_a_realized_gemm_plan_issues_cp_async_into_rings_and_matches_the_sequential_meaning(interval, offsets, slots,
                                                                                             pending):
     s, graph, plan = gemm_plan(interval, offsets)
