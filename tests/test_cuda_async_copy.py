@@ -151,6 +151,14 @@ def test_the_ring_matches_the_interpreter_on_the_emulation(dtype):
     assert report.agreed and all(t.outcome == "match" for t in report.trials), str(report)
 
 
+def test_the_ring_matches_for_trip_counts_0_to_9():
+    kernel = compile_unproved(ring_kernel(), target="cuda-host")
+    for trips in range(10):
+        for n in {max(0, T * trips - 3), T * trips}:
+            args, want = ring_inputs("i32", rows=2, n=n, seed=trips)
+            assert np.array_equal(kernel(**args)["Y"], want), n
+
+
 @pytest.mark.parametrize("variant", [dict(wait="barrier"), dict(pending=2)], ids=["no wait", "pending 2"])
 def test_a_missing_wait_or_one_that_leaves_the_copy_in_flight_reads_the_old_slot_on_the_emulation(variant):
     p = ring_kernel(**variant)
