@@ -98,6 +98,7 @@ def _stage(pc: Piece) -> int:
 
 
 def _writes(stmts: tuple, buf: str) -> bool:
+    """Whether ``stmts`` assign to ``buf``."""
     return any(isinstance(n, L.Assign) and n.buf == buf for n in ir.walk(ir.Block((), stmts)))
 
 
