@@ -42,6 +42,8 @@ GOOD: dict[str, dict[str, Any]] = {
     "fission": dict(loop="i", after="A"), "merge": dict(first="i", second="j"),
     "stage": dict(source="A", tile_loops=["a.load.M", "a.load.K"]), "constant": dict(tensor="A"),
     "expand_dim": dict(buffer="acc", loops=["nest.1", "nest.0"]), "lift_alloc": dict(buffer="acc", loop="nest.1"),
+    "modulo": dict(loop="k", interval=1, offsets={"load": 0, "compute": 1}, window=2, versions={"a": 2},
+                   waits=[["load", "compute", "a"]], releases={"a": ["compute"]}),
 }
 
 
@@ -76,6 +78,8 @@ def wrong_values(kind: A.Kind, good: Any) -> list[tuple[Any, bool]]:
         return [(v, structural) for v, structural in wrong_values(kind.kind, good) if v is not None]
     if isinstance(kind, A.PosInt):
         return [(0, True), (-3, True), (True, True), ("2", True), (2.0, True), (2**63, True)]
+    if isinstance(kind, A.NonNegInt):
+        return [(-1, True), (True, True), ("2", True), (2.0, True), (2**63, True)]
     if isinstance(kind, A.Int):
         return [(True, True), ("2", True), (1.5, True), (2**63, True), (-(2**63) - 1, True)]
     if isinstance(kind, A.Bool):
@@ -90,8 +94,19 @@ def wrong_values(kind: A.Kind, good: Any) -> list[tuple[Any, bool]]:
         return [(3, True), ("no-such-buffer", False)]
     if isinstance(kind, A.StatementName):
         return [(3, True), (["A"], True), ("no-such-statement", False)]
+    if isinstance(kind, A.StageName):
+        return [(-1, True), (True, True), (["load"], True), ("no-such-stage", False)]
+    if isinstance(kind, A.TupleOf):
+        return [("x", True), (list(good[:-1]), True), (list(good) + [good[-1]], True)] + [
+            ([*good[:k], bad, *good[k + 1:]], s) for k, item in enumerate(kind.kinds)
+            for bad, s in wrong_values(item, good[k])]
+    if isinstance(kind, A.MapOf):  # a key is a JSON object's key, a str: only the program refuses a wrong one
+        key, value = next(iter(good.items()))
+        return [("x", True), ([key], True)] + [({**good, key: bad}, s) for bad, s in wrong_values(kind.value, value)] \
+            + [({bad: value}, False) for bad, _ in wrong_values(kind.key, key) if isinstance(bad, str)]
     assert isinstance(kind, A.ListOf), f"no wrong values for kind {kind!r}: add them here"
-    out: list[tuple[Any, bool]] = [("x", True), ({"a": 1}, True), (list(range(1, kind.min_len)), True)]
+    out: list[tuple[Any, bool]] = [("x", True), ({"a": 1}, True)] + \
+        ([(list(range(1, kind.min_len)), True)] if kind.min_len else [])
     if good is not None:
         out += [([bad] + list(good[1:]), s) for bad, s in wrong_values(kind.item, good[0])]
         if kind.distinct:
@@ -101,11 +116,19 @@ def wrong_values(kind: A.Kind, good: Any) -> list[tuple[Any, bool]]:
     return out
 
 
+def parts(value: Any) -> list[Any]:
+    """``value`` and everything nested in it (a dict's keys and values, a list's items)."""
+    inner = [x for kv in value.items() for x in kv] if isinstance(value, dict) else value if isinstance(
+        value, list) else []
+    return [value] + [y for x in inner for y in parts(x)]
+
+
 def expectations(kind: A.Kind) -> set[str]:
     """How a refusal may word what ``kind`` expects: its own words, or those of the kind inside it
     (an optional value, a list's item)."""
-    inner = getattr(kind, "kind", None) or getattr(kind, "item", None)
-    return {kind.expected} | (expectations(inner) if inner is not None else set())
+    inner = [getattr(kind, "kind", None) or getattr(kind, "item", None), getattr(kind, "key", None),
+             getattr(kind, "value", None), *getattr(kind, "kinds", ())]
+    return {kind.expected}.union(*(expectations(k) for k in inner if isinstance(k, A.Kind)))
 
 
 CASES = [(op, q.name, bad, structural) for op in sorted(OPS) for q in OPS[op].recorded
@@ -157,7 +180,11 @@ def test_a_wrong_argument_is_a_schedule_error_naming_op_parameter_kind_and_value
     assert message.startswith(f"{op}: {param}"), message
     kind = next(q.kind for q in OPS[op].recorded if q.name == param)
     assert any(f"must be {text}, got" in message for text in expectations(kind)), message
-    assert repr(bad)[:20] in message or f"{param}[0] must be" in message and f"got {bad[0]!r}" in message, message
+    shown = repr(bad)[:20] in message or f"{param}[0] must be" in message and f"got {bad[0]!r}" in message
+    if isinstance(bad, (dict, list)):  # validated part by part (a dict's entries, a list's items): it shows the part
+        shown = shown or (f"{param}[" in message or f"{param} key" in message) and any(
+            f"got {x!r}" in message for x in parts(bad))
+    assert shown, message
     assert info.value.hint
     assert s.history == [] and s.program is s.initial  # nothing applied
 

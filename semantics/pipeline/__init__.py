@@ -2,5 +2,6 @@
 
 - ``stages``: a pipeline loop's stage blocks (``loopir.StageBlock``) and the rule that infers them;
 - ``plan``: the data a plan is made of (stages, edges, the stage graph, ``ModuloPlan``);
-- ``latency``: the per-target latency table the planner and the obligations read.
+- ``latency``: the per-target latency table the planner and the obligations read;
+- ``graph``: the stage graph of a pipeline loop (its edges from isl on memory effects).
 """

@@ -64,7 +64,7 @@ class Edge:
 class StageGraph:
     """The stage graph of one pipeline loop: ``loop`` is its name, ``trip`` its trip count (an index expression
     over the sizes), ``materialized`` the buffers written in one stage and read in another (the only ones that may
-    get versions)."""
+    get versions), ``notes`` what the analysis could not model exactly (taken conservatively)."""
 
     pipeline: int
     loop: str
@@ -72,6 +72,7 @@ class StageGraph:
     edges: tuple[Edge, ...]
     materialized: tuple[str, ...] = ()
     trip: object = None
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

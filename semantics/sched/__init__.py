@@ -4,7 +4,7 @@ Each op module declares its op with ``@schedule_op`` (``registry.py``) and regis
 imported here; ``Schedule`` then gets one method per registered op (``install_methods``).
 """
 from . import (bind, coalesce, constant, expand_dim, expand_zero, fission, fuse, lift_alloc, merge, pad,  # noqa: F401
-               partition, privatize, reorder, split, stage, tile, unit, unroll)
+               modulo, partition, privatize, reorder, split, stage, tile, unit, unroll)
 from .registry import OPS, OpDecl, schedule_op
 from .schedule import Schedule, install_methods
 

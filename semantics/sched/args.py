@@ -3,7 +3,8 @@
 A kind gives, for one parameter:
 
 - ``schema()``: a JSON Schema fragment (the subset ``matches`` reads: ``type``, ``enum``,
-  ``minimum`` / ``maximum``, ``minLength``, ``items``, ``minItems``, ``uniqueItems``, ``anyOf``);
+  ``minimum`` / ``maximum``, ``minLength``, ``items``, ``prefixItems``, ``minItems`` / ``maxItems``,
+  ``uniqueItems``, ``anyOf``, an object's ``additionalProperties`` schema);
   a schedule file's argument is checked against it before anything is replayed (``schema.py``);
 - ``validate(value, site)``: the value normalized to its JSON form (lists for sequences), or a
   ``ScheduleError`` naming the op, the parameter, the kind expected, the value got and a hint.
@@ -16,7 +17,8 @@ Relations between parameters are declared by name: ``LoopName(inside="outer")`` 
 loop directly inside the loop ``outer`` names; ``ListOf(..., length_of="loops")`` has one item per
 item of ``loops`` (checked); ``ListOf(Int(), within="loop")`` holds points inside that loop's range
 and ``ListOf(PosInt(), product_of="loop")`` extents whose product is its extent (both drawn so by
-the strategies; the op proves them). ``BoundSizes`` is supplied by the ``Schedule`` (the sizes it
+the strategies; the op proves them); ``StageName(of="loop")`` names a stage of the pipeline loop that
+parameter names. ``BoundSizes`` is supplied by the ``Schedule`` (the sizes it
 binds, facts an op may use), never recorded or drawn.
 """
 from __future__ import annotations
@@ -55,13 +57,17 @@ def matches(value: Any, schema: Mapping[str, Any]) -> bool:
     if kind == "string":
         return isinstance(value, str) and len(value) >= schema.get("minLength", 0)
     if kind == "object":
-        return isinstance(value, dict) and all(isinstance(k, str) for k in value)
+        values = schema.get("additionalProperties")
+        return isinstance(value, dict) and all(isinstance(k, str) for k in value) and (
+            not isinstance(values, dict) or all(matches(v, values) for v in value.values()))
     if kind == "array":
-        if not isinstance(value, (list, tuple)) or len(value) < schema.get("minItems", 0):
+        if not isinstance(value, (list, tuple)) or not schema.get("minItems", 0) <= len(value) <= schema.get(
+                "maxItems", len(value)):
             return False
         if schema.get("uniqueItems") and len(set(map(repr, value))) < len(value):
             return False
-        return all(matches(v, schema.get("items", {})) for v in value)
+        prefix = schema.get("prefixItems", [])
+        return all(matches(v, prefix[k] if k < len(prefix) else schema.get("items", {})) for k, v in enumerate(value))
     return True
 
 
@@ -169,6 +175,14 @@ class PosInt(Int):
 
     def hint(self, site: Site) -> str:
         return f"pass an int > 0 (at most {INT64[1]}) as {site.param}"
+
+
+class NonNegInt(Int):
+    expected, plural = "a non-negative int", "non-negative ints"
+    minimum = 0
+
+    def hint(self, site: Site) -> str:
+        return f"pass an int >= 0 (at most {INT64[1]}) as {site.param}"
 
 
 class Bool(Kind):
@@ -343,6 +357,128 @@ class BufferName(Kind):
         return _st().sampled_from(names) if names else None
 
 
+class StageName(Kind):
+    """A stage of the pipeline loop the parameter ``of`` names: its name, or its ordinal (an int, or the int's
+    digits, as a schedule file's object keys hold it). A name two stages share must be given by ordinal."""
+
+    expected, plural, annotation = "a stage (its name or its ordinal)", "stages", Any
+
+    def __init__(self, of: str) -> None:
+        self.of = of
+
+    def schema(self) -> dict[str, Any]:
+        return {"anyOf": [{"type": "string", "minLength": 1}, {"type": "integer", "minimum": 0, "maximum": INT64[1]}]}
+
+    def _stages(self, program: ir.Program, loop: Any) -> list[L.StageBlock]:
+        found = find_loops(program.body, loop) if isinstance(loop, str) else []
+        return [st for st in found[0].body.ops if isinstance(st, L.StageBlock)] if len(found) == 1 else []
+
+    def hint(self, site: Site) -> str:
+        stages = self._stages(site.program, site.args.get(self.of))
+        return f"the stages of {site.args.get(self.of)!r} are: " + (
+            ", ".join(f"{st.ordinal} ({st.name})" for st in stages) or "none (not a pipeline loop)")
+
+    def check(self, value: Any, site: Site) -> Any:
+        if self.ordinal(value, site.program, site.args.get(self.of)) is None:
+            raise site.error(self, value, f"no single stage of loop {site.args.get(self.of)!r} is {value!r}")
+        return value
+
+    def ordinal(self, value: Any, program: ir.Program, loop: Any) -> Opt[int]:
+        """The ordinal of the stage ``value`` names in ``loop`` (a name first, then an ordinal; None if none, or
+        if two stages have that name)."""
+        stages = self._stages(program, loop)
+        named = [st.ordinal for st in stages if st.name == value]
+        if named:
+            return named[0] if len(named) == 1 else None
+        if isinstance(value, str) and value.isdigit():
+            value = int(value)
+        return value if isinstance(value, int) and any(st.ordinal == value for st in stages) else None
+
+    def strategy(self, draw: Draw) -> Any:
+        stages = self._stages(draw.program, draw.args.get(self.of))
+        return _st().sampled_from([st.name for st in stages] + [st.ordinal for st in stages]) if stages else None
+
+
+class MapOf(Kind):
+    """A dict from values of ``key`` to values of ``value``; an int key is normalized to its digits (a JSON object's
+    keys are strings)."""
+
+    annotation = dict
+
+    def __init__(self, key: Kind, value: Kind) -> None:
+        self.key, self.value = key, value
+        self.expected = f"a dict from {key.plural} to {value.plural}"
+        self.plural = f"dicts from {key.plural} to {value.plural}"
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "object", "additionalProperties": self.value.schema()}
+
+    def hint(self, site: Site) -> str:
+        return f"pass {site.param} as a dict, e.g. {{key: value}}; keys: {self.key.hint(site)}"
+
+    def validate(self, value: Any, site: Site) -> Any:
+        if isinstance(value, dict):
+            value = {str(k) if isinstance(k, int) and not isinstance(k, bool) else k: v for k, v in value.items()}
+        if not matches(value, self.schema()):
+            raise site.error(self, value, self.flaw(value))
+        return {self.key.validate(k, Site(site.op, f"{site.param} key", site.program, site.args)):
+                self.value.validate(v, Site(site.op, f"{site.param}[{k!r}]", site.program, site.args))
+                for k, v in value.items()}
+
+    def flaw(self, value: Any) -> str:
+        if not isinstance(value, dict):
+            return ""
+        if not all(isinstance(k, str) for k in value):
+            return "its keys are not all names or ints"
+        bad = next(k for k, v in value.items() if not matches(v, self.value.schema()))
+        return f"the value of {bad!r} ({show(value[bad], 30)}) is not {self.value.expected}"
+
+    def strategy(self, draw: Draw) -> Any:
+        keys, values = self.key.strategy(draw), self.value.strategy(draw)
+        if keys is None or values is None:
+            return None
+        return _st().dictionaries(keys.map(str), values, max_size=4)
+
+    def __repr__(self) -> str:
+        return f"MapOf({self.key!r}, {self.value!r})"
+
+
+class TupleOf(Kind):
+    """A list of exactly one value of each of ``kinds``, in order; ``example`` shows one in a hint."""
+
+    annotation = list
+
+    def __init__(self, *kinds: Kind, example: str = "") -> None:
+        self.kinds, self.example = kinds, example
+        self.expected = "a list of " + ", ".join(k.expected for k in kinds)
+        self.plural = "lists of " + ", ".join(k.expected for k in kinds)
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "array", "prefixItems": [k.schema() for k in self.kinds], "minItems": len(self.kinds),
+                "maxItems": len(self.kinds)}
+
+    def validate(self, value: Any, site: Site) -> Any:
+        if not matches(value, self.schema()):
+            raise site.error(self, value, self.flaw(value))
+        return [k.validate(v, Site(site.op, f"{site.param}[{n}]", site.program, site.args))
+                for n, (k, v) in enumerate(zip(self.kinds, value))]
+
+    def flaw(self, value: Any) -> str:
+        if not isinstance(value, (list, tuple)):
+            return ""
+        if len(value) != len(self.kinds):
+            return f"{len(self.kinds)} items, {len(value)} here"
+        bad = next(k for k, (kind, v) in enumerate(zip(self.kinds, value)) if not matches(v, kind.schema()))
+        return f"item {bad} ({value[bad]!r}) is not {self.kinds[bad].expected}"
+
+    def strategy(self, draw: Draw) -> Any:
+        parts = [k.strategy(draw) for k in self.kinds]
+        return None if any(x is None for x in parts) else _st().tuples(*parts).map(list)
+
+    def __repr__(self) -> str:
+        return f"TupleOf{self.kinds!r}"
+
+
 class Optional(Kind):
     """None, or a value of ``kind``."""
 
@@ -394,6 +530,8 @@ class ListOf(Kind):
         if isinstance(self.item, LoopName):
             names = [lp.name for lp in L.loops(site.program.body)][:n]
             return repr(names + ["i"] * (n - len(names)))
+        if isinstance(self.item, TupleOf) and self.item.example:
+            return f"[{self.item.example}]"
         return repr(list(range(2, n + 2)))
 
     def validate(self, value: Any, site: Site) -> Any:
