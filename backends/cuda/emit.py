@@ -112,8 +112,8 @@ static int tc_geometry(int64_t gx, int64_t gy, int64_t gz, int64_t bx, int64_t b
     }
     return 1;
 }
-/* Asynchronous copies (sm_80 and later: cp.async; the host emulation: tc_cuda_emu.h; older devices: at once).
-   tc_cp_async<B>: B bytes from global src to shared dst, or B zero bytes (src-size 0, src not read) when !valid. */
+/* async copies: cp.async on sm_80 and later, tc_cuda_emu.h on the host, a copy at once before sm_80 */
+/* tc_cp_async<B>: B bytes from global src to shared dst, or B zero bytes (src-size 0, src not read) when !valid */
 template <int B> __device__ inline void tc_cp_async(void *dst, const void *src, bool valid) {
 #if defined(TC_CUDA_EMULATION)
     tc_emu::cp_async(dst, src, B, valid);
