@@ -3,12 +3,16 @@ and the plan survives later ops and the schedule file."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import pytest
 
 import tilecert as tc
 from tilecert.checker.check import DISCHARGED
 from tilecert.semantics import loopir as L
+from tilecert.semantics.pipeline.derive import constrains
+from tilecert.semantics.pipeline.graph import stage_graph
+from tilecert.semantics.pipeline.latency import LATENCY
 from tilecert.semantics.pipeline.plan import ModuloPlan
 from tilecert.semantics.sched.base import ScheduleError
 from tilecert.semantics.sched.schedule import Schedule
@@ -52,6 +56,39 @@ def test_show_prints_the_plan(capsys):
     assert "window=2 interval=1 plan II=1 theta=(0, 2)" in capsys.readouterr().out
     assert pipeline_loop(s).pipeline.plan.window == 3  # given; else the policy's
     assert s.history[-1][1]["offsets"] == {"0": 0, "1": 2}  # int keys recorded as a file holds them
+
+
+def legal(graph, plan) -> bool:
+    """Every constraining edge's difference constraint at the plan's interval (the latency table, one iteration apart
+    per d) and the window."""
+    return all(plan.offsets[e.consumer] + e.distance * plan.interval >= plan.offsets[e.producer]
+               + LATENCY[plan.target][graph.stages[e.producer].cls] for e in graph.edges if constrains(graph, e)) and (
+        plan.window == 0 or max(plan.offsets) // plan.interval + 1 <= plan.window)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"interval": 3}, {"window": 1}, {"versions": {"a": 2}}])
+def test_without_offsets_the_planner_chooses(kwargs):
+    s = fresh()
+    s.modulo("k", **kwargs)
+    plan = pipeline_loop(s).pipeline.plan
+    graph = stage_graph(s.programs[-2], "k", SIZES)
+    assert plan.planned and legal(graph, plan) and plan.window == kwargs.get("window", 2)
+    assert plan.versions == tuple(kwargs.get("versions", {}).items()) and "(planned)" in s.loop_tree()
+    if "interval" in kwargs:
+        assert plan.interval == kwargs["interval"]
+    else:  # the least interval: no offsets (up to a few intervals) are legal at a smaller one
+        assert not any(legal(graph, dataclasses.replace(plan, interval=ii, offsets=theta))
+                       for ii in range(1, plan.interval) for theta in itertools.product(range(8), repeat=2))
+
+
+def test_an_interval_the_graph_cannot_meet_is_refused():
+    s = fresh()
+    s.modulo("k", window=1)
+    least = pipeline_loop(s).pipeline.plan.interval
+    assert least > 1  # no overlap: the mma issues a copy latency after the load, within one interval
+    with pytest.raises(ScheduleError) as err:
+        fresh().modulo("k", interval=least - 1, window=1)
+    assert f"interval={least - 1} was given" in err.value.message and "leave interval out" in err.value.hint
 
 
 def test_a_later_op_keeps_the_plan_and_a_second_modulo_replaces_it():

@@ -53,6 +53,13 @@ def flow_edges(graph: StageGraph, buffer: str) -> list[Edge]:
     return [e for e in graph.edges if e.buffer == buffer and e.dep == "flow"]
 
 
+def constrains(graph: StageGraph, e: Edge) -> bool:
+    """Whether edge ``e`` constrains the schedule: every edge but a write after a read or a write of another version
+    (anti or output at ``d >= 1``) of a materialized buffer that flow edges read; its slots rename that buffer, and
+    the versions rule (a slot's next write after the release of the version in it) decides such an edge instead."""
+    return not (e.dep != "flow" and e.distance >= 1 and e.buffer in graph.materialized and flow_edges(graph, e.buffer))
+
+
 def joined_readers(graph: StageGraph, plan: ModuloPlan, buffer: str) -> tuple[int, ...]:
     """The reader stages whose release the reuse of ``buffer``'s slot waits for under ``plan``."""
     if plan.releases is not None:

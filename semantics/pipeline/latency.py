@@ -17,6 +17,10 @@ from __future__ import annotations
 
 from .plan import Edge, StageGraph
 
+ASYNC_TARGETS = ("cuda", "cuda-host")
+"""The targets whose copies are asynchronous (``cp.async``, complete at their consumer's wait) and whose mma reads
+its operands in flight."""
+
 LATENCY: dict[str, dict[str, int]] = {
     "interp": {"copy": 1, "mma": 1, "compute": 1},
     "c": {"copy": 1, "mma": 1, "compute": 1},

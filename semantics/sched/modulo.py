@@ -71,7 +71,11 @@ def modulo(p: ir.Program, loop: str, interval: Optional[int] = None, offsets: Op
         if interval is None:
             plan = plan_modulo(graph, window=window, interval=lp.pipeline.interval)
         else:
-            plan = plan_modulo(graph, window=window, interval=interval, max_interval=interval)
+            try:
+                plan = plan_modulo(graph, window=window, interval=interval, max_interval=interval)
+            except ScheduleError as exc:
+                raise ScheduleError(f"{exc.message} (interval={interval} was given)", hint="leave interval out for "
+                                    "the least interval that has a plan, or give offsets too") from None
 
     def ordinal(stage: object) -> int:
         found = STAGE.ordinal(stage, p, loop)
