@@ -2,7 +2,8 @@
 
 - a program (a kernel, a tile program, or a loop-form program): ``noninterference``,
   ``reduction_policy``, ``barrier_uniform``, ``bounds``, ``layout`` (where it declares a buffer with
-  a layout), ``containment``, ``hardware_limits``;
+  a layout), ``containment``, ``hardware_limits``, and ``pipeline_schedule``, ``versions``, ``release`` of
+  every pipeline loop with a plan (``plans.py``);
 - a transform ``(before, after, tau)``: ``coverage``, ``prefix_cut``, ``dependence`` between
   the two, and the program obligations of ``after`` (``containment`` and ``hardware_limits``
   only when it is final: an intermediate program need not fit the machine yet);
@@ -38,6 +39,7 @@ from . import forwarding, replay as replays
 from .correspondence import Correspondence, correspond
 from .errors import CheckerError
 from .model import Model
+from .plans import plan_checks
 from .obligations import (barrier_uniform, bounds, containment, coverage, dependence, hardware_limits, layout,
                           noninterference, prefix_cut, reduction_policy)
 from .solve import DEFAULT_TIMEOUT_MS
@@ -46,7 +48,8 @@ from .verdict import DISPROVED, Report, Result, Verdict, unknown, with_origin, w
 
 DISCHARGED = frozenset({Kind.COVERAGE, Kind.PREFIX_CUT, Kind.DEPENDENCE, Kind.DATAMAP, Kind.NONINTERFERENCE,
                         Kind.REDUCTION_POLICY, Kind.BARRIER_UNIFORM, Kind.BOUNDS, Kind.CONTAINMENT,
-                        Kind.HARDWARE_LIMITS, Kind.ZERO_FRINGE, Kind.LAYOUT})
+                        Kind.HARDWARE_LIMITS, Kind.ZERO_FRINGE, Kind.LAYOUT, Kind.PIPELINE_SCHEDULE, Kind.VERSIONS,
+                        Kind.RELEASE})
 """The obligation kinds this checker decides; a stated kind outside it is reported unknown."""
 
 
@@ -226,6 +229,9 @@ def _program_report(m: Model, subject: str, final: bool, target: Target, timeout
         replayable = kind not in (Kind.CONTAINMENT, Kind.HARDWARE_LIMITS, Kind.LAYOUT)
         report.results.append(discharge(kind, subject, module.FORMULA, listed, run if not m.problems else
                                       (lambda: _ill_formed(m)), again if replayable else None, m.sizes))
+    for kind, formula, run in plan_checks(m.program, m.sizes, timeout_ms):  # no replay: sequentially a plan is no fault
+        report.results.append(discharge(kind, subject, formula, listed, run if not m.problems else
+                                      (lambda: _ill_formed(m)), None, m.sizes))
     return report
 
 

@@ -24,8 +24,9 @@ Instances are written as formulas (``formula.py``): ``Inst`` names the variables
 copy of a statement's coordinates, and ``domain``, ``index_terms``, ``access_guard``,
 ``same_cell`` build the formulas. ``order.py`` builds the execution order, ``polyhedral.py``
 the same objects as isl sets and maps. What reads a loop variable no enclosing loop binds,
-or a buffer no ``Decl`` in scope declares, and a loop nested in a loop of its own variable (an
-instance gives each variable one coordinate), are recorded in ``problems`` (the program is
+or a buffer no ``Decl`` in scope declares, a loop nested in a loop of its own variable (an
+instance gives each variable one coordinate), and a broken pipeline stage structure
+(``semantics.pipeline.stages.check_stage_structure``) are recorded in ``problems`` (the program is
 ill-formed there).
 """
 from __future__ import annotations
@@ -38,6 +39,7 @@ from tilecert.semantics import ir
 from tilecert.semantics import loopir as L
 from tilecert.semantics.bindings import INDEPENDENT_SCOPES, THREAD_SCOPES
 from tilecert.semantics.index import IExpr, free_vars
+from tilecert.semantics.pipeline.stages import check_stage_structure
 from tilecert.semantics.printer import sexpr
 
 from .errors import CheckerError
@@ -189,6 +191,7 @@ class Model:
             self.buffers.append(rec)
             scope[t.name] = rec
         self._block(program.body, (), (), (), (), scope)
+        self.problems += check_stage_structure(program)  # a broken pipeline stage structure is never proved
 
     # ------------------------------------------------------------------ views
     @property

@@ -377,12 +377,15 @@ def _prefix(items: list[Item]) -> Iterator[Unit]:
 
 # ----------------------------------------------------------------------------- the program
 def _fold_guards(block: ir.Block) -> ir.Block:
-    """``block`` with constant guards folded (``if 1`` inlined, ``if 0`` dropped), as the lowering folds them."""
+    """``block`` with constant guards folded (``if 1`` inlined, ``if 0`` dropped), as the lowering folds them. A
+    stage block is an ``if 1``: the lowering runs a pipeline in its sequential order, so its loop keeps no policy."""
     ops: list[object] = []
     for st in block.ops:
         if isinstance(st, L.If) and st.cond in (IConst(0), IConst(1)):
             ops.extend(_fold_guards(st.body).ops if st.cond == IConst(1) else ())
-        elif isinstance(st, (L.Loop, L.If)):
+        elif isinstance(st, L.Loop):
+            ops.append(replace(st, body=_fold_guards(st.body), pipeline=None))
+        elif isinstance(st, L.If):
             ops.append(replace(st, body=_fold_guards(st.body)))
         else:
             ops.append(st)

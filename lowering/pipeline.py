@@ -3,6 +3,9 @@
 ``lower_for(target, program, sizes)`` runs, in order:
 
 1. **bind sizes** (``lower.bind_sizes``): the sizes the schedule binds become constants;
+   **realize the modulo plans** (``modulo.realize_plans``, C only): each pipeline loop with a plan the
+   checker proved becomes its prologue, steady state and epilogue over rings (a plan not proved is a
+   ``LoweringError``; a loop with no plan stays sequential);
 2. **place barriers** (``barriers.place_barriers``, CUDA only): each kernel as the threads of a
    block run it, with its representative threads and barriers explicit in loop form;
 3. **check the placed barriers** (CUDA, where the program binds a GPU scope): the checker's
@@ -36,6 +39,7 @@ from tilecert.semantics.serialize import dump
 
 from .barriers import place_barriers
 from .lower import bind_sizes, lower
+from .modulo import realize_plans
 from .program import Lowered
 from .validation import ValidationError, refuses, validate
 
@@ -59,6 +63,8 @@ def lower_for(target: str, program: ir.Program, sizes: Mapping[str, int],
     """``program`` (scheduled loop form) lowered and validated for ``target`` with ``sizes`` bound."""
     threaded = target in THREADED
     p = bind_sizes(program, sizes)
+    if target == "c":
+        p = realize_plans(p, sizes)
     placed = place_barriers(p, hardware, sizes) if threaded else p
     text = dump(placed)
     report = None

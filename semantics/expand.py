@@ -381,7 +381,7 @@ class Expander:
     def loop(self, op, pos: int, last: dict[int, int]) -> list:
         pre: list = []
         carry: list[str] = []
-        read_in_body = set(op.body.yields).union(*(_uses(inner) for inner in op.body.ops))
+        read_in_body = set(op.body.yields).union(*(ir.uses(inner) for inner in op.body.ops))
         for j, (init, arg) in enumerate(zip(op.inits, op.body.args)):
             # reuse the init's buffer only if nothing else reads it: not later, not in the body, not another carry
             if last.get(init) == pos and init not in op.inits[:j] and init not in read_in_body \
@@ -504,20 +504,10 @@ def _inline(fn: ir.Block, args: tuple) -> L.SExpr:
     return env[fn.yields[0]]
 
 
-def _uses(op) -> set[int]:
-    used = set(ir.operands_of(op))
-    body = getattr(op, "body", None)
-    if isinstance(body, ir.Block):
-        for inner in body.ops:
-            used |= _uses(inner)
-        used |= set(body.yields)
-    return used
-
-
 def _last_uses(block: ir.Block) -> dict[int, int]:
     last: dict[int, int] = {}
     for pos, op in enumerate(block.ops):
-        for vid in _uses(op):
+        for vid in ir.uses(op):
             last[vid] = pos
     for vid in block.yields:
         last[vid] = len(block.ops)

@@ -402,6 +402,17 @@ def operands_of(op: Op) -> tuple[int, ...]:
     return tuple(v for v in (getattr(op, n) for n in names) if v is not None)
 
 
+def uses(op: Op) -> set[int]:
+    """The value ids ``op`` reads, with everything nested in its body (the body's yields included)."""
+    used = set(operands_of(op))
+    body = getattr(op, "body", None)
+    if isinstance(body, Block):
+        for inner in body.ops:
+            used |= uses(inner)
+        used |= set(body.yields)
+    return used
+
+
 def walk(block: Block) -> Iterator[Op]:
     """Every op of ``block`` and of the regions nested in it, in program order."""
     for op in block.ops:

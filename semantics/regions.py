@@ -13,6 +13,7 @@ from .bindings import DSL_BINDINGS, dsl_contains, region_bindings
 from .builder import Frame, active
 from .errors import CaptureError, Loc, caller_loc
 from .index import IConst, IVar
+from .pipeline.stages import impure_prelude
 from .values import Idx, Tile, index_expr
 
 class _Unbound:
@@ -86,9 +87,14 @@ class Nest:
         label = name if name is not None else f"stage{len(f.stages)}"
         if label in f.stages:
             raise CaptureError(f"stage name {label!r} repeats in this pipeline", hint="give each stage a unique name")
-        if not f.stages and f.ops:
-            raise CaptureError("tile operations precede the first stage cut of this pipeline",
-                               hint="call k.stage(...) before the first operation (pure index math may precede it)")
+        impure = impure_prelude(f.ops) if not f.stages else None
+        if impure is not None:
+            what = type(impure).__name__.lower() if isinstance(impure, (ir.Parallel, ir.Alloc, *ir.LOOP_TYPES)) \
+                else ir.op_name(impure)
+            raise CaptureError(f"tile operations precede the first stage cut of this pipeline: `{what}` at "
+                               f"{getattr(impure, 'loc', '?')} is not pure index math",
+                               hint="call k.stage(...) before the first such operation (only index values, "
+                                    "k.index() as a tile, and arithmetic on them may precede it)")
         b.emit(ir.Stage(label, len(f.stages), caller_loc()))
         f.stages.append(label)
 

@@ -10,7 +10,7 @@ import tilecert as tc
 from benchmarks.gemm_c import best_schedule, staged_schedule
 from tilecert.semantics import loopir as L
 
-N = 96  # one ragged 128 x 128 tile and one ragged 256-deep panel: every edge guard is live
+N = 96  # one ragged 128 x 256 tile and one ragged 256-deep panel: every edge guard is live
 
 
 @pytest.fixture(scope="module")
@@ -38,3 +38,14 @@ def test_staged_schedule_is_bitwise_the_unstaged_one_on_c(kernels):
         got = staged(A=a, B=b, C=np.zeros((N, N), np.float32))["C"]
         assert np.array_equal(got, plain(A=a, B=b, C=np.zeros((N, N), np.float32))["C"])
         assert np.array_equal(got, want)
+
+
+def test_at_dividing_sizes_the_kernel_reads_b_from_the_pack_and_copies_only_a():
+    n = 256  # two 128-row tiles of all 256 columns, one 256-deep panel: no edge guard, so the B tile copy is elided
+    staged = tc.compile(staged_schedule(n))
+    body = staged.source[staged.source.index("void tc_kernel("):]
+    assert "local b: read from pack B.packed" in body and "b.load.K" not in body and "a.load.K" in body
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((n, n)).astype(np.float32), rng.standard_normal((n, n)).astype(np.float32)
+    got = staged(A=a, B=b, C=np.zeros((n, n), np.float32))["C"]
+    assert np.array_equal(got, tc.compile(best_schedule(n))(A=a, B=b, C=np.zeros((n, n), np.float32))["C"])

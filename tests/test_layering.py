@@ -4,7 +4,8 @@ The graph is read from the source (every ``import``, at module level or inside a
 lazy import is still a dependency), with the folders mapped as ``pyproject.toml`` installs them.
 Besides the order of the floors: the checker and lowering do not import the op library
 (``semantics/sched``), only the contract (``semantics/transform.py``) and the IR; inside
-``semantics``, nothing but the public schedule object reaches an interpreter, and no module
+``semantics``, nothing but the public schedule object reaches an interpreter (the overlapped interpreter of
+``semantics/pipeline/realize.py`` is one), and no module
 forms an import circle with another.
 """
 from __future__ import annotations
@@ -17,7 +18,8 @@ FOLDERS = {"tilecert": "tilecert", "semantics": "tilecert.semantics", "checker":
            "lowering": "tilecert.lowering", "backends": "tilecert.backends"}
 FLOORS = ("tilecert.semantics", "tilecert.checker", "tilecert.lowering", "tilecert.backends", "tilecert")
 OPS = "tilecert.semantics.sched"
-INTERPRETERS = ("tilecert.semantics.interp", "tilecert.semantics.interp_fast", "tilecert.semantics.loopinterp")
+INTERPRETERS = ("tilecert.semantics.interp", "tilecert.semantics.interp_fast", "tilecert.semantics.loopinterp",
+                "tilecert.semantics.pipeline.realize")
 
 
 def modules() -> dict[str, Path]:

@@ -34,17 +34,18 @@ prefix, a number and the DSL name reduced to ``[A-Za-z0-9_]``) and every comment
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Optional
 
 from tilecert.lowering.program import Alloc, For, Guard, Lowered, LoweringError, Node, Pack, Seq, Store, Sync, walk
 from tilecert.semantics import loopir as L
 from tilecert.semantics.bindings import DEFAULT_TARGET, Target
 from tilecert.semantics.dtypes import dtype_of
-from tilecert.semantics.index import IBin, IConst, IExpr, INot, ISize, IVar, free_vars
+from tilecert.semantics.index import IBin, IConst, IExpr, INot, ISize, IVar, const_value, free_vars
 from tilecert.semantics.layout import Swizzle, physical_offset
 
 from ..text import c_comment, c_ident
 from .prelude import INT_TYPES, prelude
+from .views import Forwarding, forwarding
 
 SYMBOL = "tc_kernel"
 PACK_SYMBOL = "tc_pack_"  # + the pack's number in Lowered.packs
@@ -103,6 +104,9 @@ class Emitter:
             self.shapes[t.name] = t.shape
         self.counter = 0
         self.lines: list[str] = []
+        self.in_kernel = False  # emitting the kernel proper (where a tile may be read from a pack: ``views``)
+        self.forwards: dict[str, Forwarding] = {}  # the tiles read from packs where the emitter is
+        self.ranges: dict[int, tuple[int, int]] = {}  # the constant ranges of the loops around it
 
     # ------------------------------------------------------------------ index expressions
     def index(self, e: IExpr) -> str:
@@ -144,6 +148,9 @@ class Emitter:
         return out
 
     def ref(self, buf: str, index: tuple[IExpr, ...]) -> str:
+        if buf in self.forwards:
+            fw = self.forwards[buf]
+            return self.ref(fw.pack, fw.read(index, self.ranges))
         if buf not in self.names:
             raise LoweringError(f"buffer {buf!r} is used outside its allocation", hint="the program is malformed")
         return f"{self.names[buf]}[{self.offset(buf, index)}]"
@@ -176,6 +183,15 @@ class Emitter:
 
     def body(self, nodes: tuple[Node, ...], depth: int, in_threads: bool, in_simd: bool) -> None:
         for k, node in enumerate(nodes):
+            fw = self.forwarding(node, nodes[k + 1:])
+            if fw is not None:
+                self.emit(c_comment(f"{node.scope} {node.buf}: read from pack {fw.pack}, its copy "
+                                    f"S{fw.store.sid} elided"), depth)
+                self.forwards[node.buf] = fw  # no other tile of its name is declared in its scope (views)
+                after = nodes[k + 1:]
+                self.body(after[:fw.at] + after[fw.at + 1:], depth, in_threads, in_simd)
+                del self.forwards[node.buf]
+                return
             if isinstance(node, Alloc) and node.storage == "heap":
                 self.heap(node, nodes[k + 1:], depth, in_threads, in_simd)
                 return
@@ -202,6 +218,13 @@ class Emitter:
             self.store(node, depth)
         elif isinstance(node, Sync):
             self.emit(c_comment(f"{node.scope} barrier: participants run in sequence here"), depth)
+
+    def forwarding(self, node: Node, rest: tuple[Node, ...]) -> Optional[Forwarding]:
+        """How tile ``node`` is read from a pack in the kernel proper (``views``), None: a buffer of its own."""
+        if not isinstance(node, Alloc) or not self.in_kernel:
+            return None
+        packs = {pk.buf: self.lp.body[pk.start] for pk in self.lp.packs}
+        return forwarding(node, rest, self.lp.kernel_body, packs, self.bound)
 
     def declare(self, node: Alloc) -> None:
         self.counter += 1
@@ -252,12 +275,16 @@ class Emitter:
             self.emit("#pragma omp simd" + (f" simdlen({lanes})" if lanes is not None else ""), depth)
         for k, g in enumerate(chain):
             v = f"i{g.var}"
+            lo, hi = const_value(g.lo, self.bound), const_value(g.hi, self.bound)
+            if lo is not None and hi is not None:
+                self.ranges[g.var] = (lo, hi)
             text = f"for (int64_t {v} = {self.index(g.lo)}; {v} < {self.index(g.hi)}; ++{v}) {{"
             self.emit(text + "  " + c_comment(note if k == 0 else f"{g.name}: collapsed"), depth + k)
         inner = chain[-1]
         self.body(inner.body, depth + len(chain), in_threads or mode == "threads", in_simd or mode == "simd")
         for k in reversed(range(len(chain))):
             self.emit("}", depth + k)
+            self.ranges.pop(chain[k].var, None)
 
     def store(self, st: Store, depth: int) -> None:
         dt = self.dtypes.get(st.buf)
@@ -313,7 +340,9 @@ class Emitter:
                 f"void {SYMBOL}({', '.join(params)})", "{"]
         for s in self.lp.sizes:
             head.append(f"    (void){self.sizes[s]};")
+        self.in_kernel = True
         self.body(self.lp.kernel_body, 1, False, False)
+        self.in_kernel = False
         tail = ["}", "", c_comment("round bf16 inputs in place, as the interpreter stores them"),
                 "void tc_round_bf16(float *restrict x, int64_t n) { for (int64_t k = 0; k < n; ++k) "
                 "x[k] = tc_bf16(x[k]); }", ""]

@@ -16,6 +16,7 @@ from ..bindings import HARDWARE_INDICES
 from ..errors import TilecertError
 from ..index import IConst, IExpr, IVar, conj, substitute_many
 from ..mapper import Mapper
+from ..pipeline.stages import guarded
 from ..transform import Piece, Renamed
 
 class ScheduleError(TilecertError):
@@ -182,7 +183,7 @@ class Band:
         cond: IExpr = IConst(1)
         for g in self.guards:
             cond = conj(cond, g.cond)
-        return ir.Block((), (L.If(cond, body, self.guards[0].loc),))
+        return guarded(body, cond, self.guards[0].loc)
 
 
 def band(p: ir.Program, names: tuple[str, ...], op: str) -> Band:
@@ -204,7 +205,7 @@ def band(p: ir.Program, names: tuple[str, ...], op: str) -> Band:
     while rest:
         cur, nxt = chain[-1], outermost(rest)
         sts = cur.body.ops
-        while len(sts) == 1 and isinstance(sts[0], L.If):
+        while len(sts) == 1 and isinstance(sts[0], L.If) and not isinstance(sts[0], L.StageBlock):
             guards.append(sts[0])
             sts = sts[0].body.ops
         if len(sts) == 1 and sts[0] is nxt:

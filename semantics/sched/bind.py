@@ -30,6 +30,7 @@ writes and accesses,
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 from .. import ir
@@ -92,5 +93,5 @@ def bind(p: ir.Program, loop: str, kind: str) -> Transformed:
     elif has_barrier and L.binding_kind(lp.binding) in THREAD_SCOPES:
         obligations.append(Obligation(Kind.DEPENDENCE, "bind", f"the barriers inside {loop!r} no longer synchronize its "
                                       "iterations: every dependence they ordered holds in sequential order", (loop,)))
-    new = L.Loop(lp.var, lp.name, lp.extent, lp.kind, lp.body, binding, lp.start, lp.loc)
+    new = dataclasses.replace(lp, binding=binding)  # a pipeline loop keeps its policy and stage blocks
     return Transformed(with_body(p, replace_loop(p.body, lp, [new])), Tau(), tuple(obligations))

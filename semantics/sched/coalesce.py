@@ -15,6 +15,7 @@ nest ``l_0 > ... > l_{k-1}`` with constant extents ``e_j`` (``k >= 2``) and
 ``tau(l_0, ..., l_{k-1}) = sum_j S_j * l_j`` (``S_j = e_{j+1} * ... * e_{k-1}``). It requires a
 proved cardinality ``e_0 * ... * e_{k-1} = N``, decided by isl from the extent, the loops and
 guards around the loop, and the schedule's bound sizes; otherwise "cannot prove cardinality".
+The innermost loop ``l_{k-1}`` keeps a pipeline loop's policy (its body is the stage blocks).
 
 Legality: mixed radix is a bijection between ``[0, prod_j N_j)`` and ``prod_j [0, N_j)``
 (``coverage``) that is increasing in the lexicographic order of the band, in both directions,
@@ -124,7 +125,8 @@ def reshape(p: ir.Program, loop: str, extents: list[int], names: Optional[list[s
     for k, (e, g) in enumerate(zip(es, given)):
         n = loop_name(p, g, f"{loop}.{k}", "reshape", freed=(loop,), taken=taken)
         taken.add(n)
-        headers.append(L.Loop(new_var(), n, IConst(e), lp.kind, lp.body, None, IConst(0), lp.loc))
+        headers.append(L.Loop(new_var(), n, IConst(e), lp.kind, lp.body, None, IConst(0), lp.loc,
+                              lp.pipeline if k == len(es) - 1 else None))  # the innermost runs the pipeline
     index: IExpr = IConst(0)
     stride = 1
     for h, e in zip(reversed(headers), reversed(es)):

@@ -56,7 +56,7 @@ def pad(p: ir.Program, loop: str, to_multiple_of: int, *,
     m = ibin("mul", ibin("floordiv", ibin("add", n, IConst(t - 1)), IConst(t)), IConst(t))
     i = IVar(lp.var, 0)
     cond = ibin("lt", i, n)
-    new = L.Loop(lp.var, lp.name, m, lp.kind, _guard_leaves(lp.body, cond), lp.binding, lp.start, lp.loc)
+    new = dataclasses.replace(lp, extent=m, body=_guard_leaves(lp.body, cond))  # stage blocks and policy kept
     obligations = [Obligation(Kind.COVERAGE, "pad", f"iterations {loop!r} < {n} run as before; those in [{n}, {m}) "
                               "have every effect guarded off", (loop,))]
     if hardware_bound(lp):

@@ -13,7 +13,8 @@ that depend on ``i`` (an epilogue-free main segment: partition at the last full 
 split the main segment). Each copy of ``B`` is made by the same copier as a materializing
 unroll: loops inside get fresh variables and names ``<name>.s<j>``, buffers declared inside
 ``<buffer>_s<j>``. Handles: the segment names. Datamaps: each copied buffer is ``Renamed`` from
-its original.
+its original. Each segment of a pipeline loop keeps its policy and stage blocks (a pipeline over
+its part of the range).
 
 Preconditions (``ScheduleError`` otherwise): ``breakpoints`` is a non-empty list of ints,
 strictly increasing, and strictly inside ``(s, e)`` wherever that is decidable (bound sizes,
@@ -72,7 +73,7 @@ def partition(p: ir.Program, loop: str, breakpoints: list, *,
     for j, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
         var, name = copier.new_var(), copier.loop_name(f"{loop}.s{j}")
         c = copier.copy(lp.body, lp.var, IVar(var, 0), f"s{j}")
-        segments.append(L.Loop(var, name, ibin("sub", hi, lo), lp.kind, c.body, lp.binding, lo, lp.loc))
+        segments.append(L.Loop(var, name, ibin("sub", hi, lo), lp.kind, c.body, lp.binding, lo, lp.loc, lp.pipeline))
         pieces.append(c.piece(lp.var, IVar(var, 0)))
         handles.append(name)
     chain = " < ".join(str(b) for b in bounds)

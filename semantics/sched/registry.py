@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 from .. import ir
 from .args import Kind, Site
 from .base import ScheduleError
+from ..pipeline.stages import check_stage_structure
 from ..transform import Transformed
 
 REQUIRED = inspect.Parameter.empty
@@ -96,7 +97,20 @@ class OpDecl:
 
     def __call__(self, program: ir.Program, *args: Any, **kwargs: Any) -> Transformed:
         """The op applied to ``program`` with validated arguments."""
-        return self.fn(program, **self.bind(program, args, kwargs))
+        return self.apply(program, **self.bind(program, args, kwargs))
+
+    def apply(self, program: ir.Program, **args: Any) -> Transformed:
+        """``fn(program, **args)`` (arguments already validated), refused when its result breaks the stage structure
+        (``pipeline.stages.check_stage_structure``) of a program that had it well formed: every op keeps a pipeline
+        loop's body ``[Decl..., StageBlock 0 .. S-1]`` or does not apply."""
+        result = self.fn(program, **args)
+        broken = check_stage_structure(result.program)
+        if broken and not check_stage_structure(program):
+            raise ScheduleError(f"{self.name}: the result would break a pipeline's stage structure: {broken[0]}",
+                                hint="a pipeline loop's body is its declarations, then its stage blocks in order: "
+                                     "schedule the loops inside a stage or around the pipeline loop (split, pad, "
+                                     "partition, bind and unroll of the pipeline loop keep its stages)")
+        return result
 
     def method(self) -> Callable[..., Union[str, tuple[str, ...]]]:
         """The ``Schedule`` method of this op: it applies the op and returns the handles it mints."""

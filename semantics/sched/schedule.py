@@ -93,7 +93,7 @@ class Schedule:
         decl = OPS[op]
         params = decl.bind(self.program, args, kwargs, supplied=False)
         facts = {q.name: dict(self.sizes) for q in decl.supplied}
-        result = decl.fn(self.program, **params, **facts)
+        result = decl.apply(self.program, **params, **facts)
         self.program = simplify(result.program, self.sizes)
         self.history.append((op, params))
         self.call_sites.append(caller_loc())

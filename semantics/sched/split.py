@@ -12,7 +12,9 @@ Legality (the lemma of ``proofs/split.py``): with ``f >= 1``,
 f*o + ii < N}`` onto ``[0, N)`` and is strictly increasing in the lexicographic order of
 ``(o, ii)``; so every iteration runs exactly once and in the original order
 (``coverage``, ``dependence``). Both new loops inherit the loop's kind; a later bind of
-either carries the noninterference obligation of its kind.
+either carries the noninterference obligation of its kind. A pipeline loop's policy and stage
+blocks go to the inner loop (and to the remainder loop), the guard into each stage block
+(``pipeline.stages.guarded``): the pipeline then runs its iterations ``ii`` per ``o``.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, IVar, ibin
 from ..mapper import subst_node
+from ..pipeline.stages import guarded
 from .base import ScheduleError, fresh_name, loop_name, replace_loop, the_loop, with_body
 from ..transform import Kind, Obligation, Piece, Tau, Transformed
 
@@ -48,10 +51,11 @@ def split(p: ir.Program, loop: str, factor: int, tail: str = "guard", outer: str
     if tail == "guard":
         body = subst_node(lp.body, lp.var, index)
         guard = ibin("lt", index, n)
-        inner_body = ir.Block((), (L.If(guard, body, lp.loc),))
+        inner_body = guarded(body, guard, lp.loc)
         outer_extent = ibin("floordiv", ibin("add", n, IConst(f - 1)), fc)
         new = [L.Loop(vo, o_name, outer_extent, lp.kind,
-                      ir.Block((), (L.Loop(vi, i_name, fc, lp.kind, inner_body, None, IConst(0), lp.loc),)),
+                      ir.Block((), (L.Loop(vi, i_name, fc, lp.kind, inner_body, None, IConst(0), lp.loc,
+                                           lp.pipeline),)),
                       None, IConst(0), lp.loc)]
         tau = Tau((Piece(((lp.var, index),), guard),))
         handles = (o_name, i_name)
@@ -63,9 +67,10 @@ def split(p: ir.Program, loop: str, factor: int, tail: str = "guard", outer: str
         rem = ibin("sub", n, ibin("mul", fc, main_extent))
         rem_index = ibin("add", ibin("mul", fc, main_extent), IVar(vr, 0))
         new = [L.Loop(vo, o_name, main_extent, lp.kind,
-                      ir.Block((), (L.Loop(vi, i_name, fc, lp.kind, body, None, IConst(0), lp.loc),)),
+                      ir.Block((), (L.Loop(vi, i_name, fc, lp.kind, body, None, IConst(0), lp.loc, lp.pipeline),)),
                       None, IConst(0), lp.loc),
-               L.Loop(vr, r_name, rem, lp.kind, subst_node(lp.body, lp.var, rem_index), None, IConst(0), lp.loc)]
+               L.Loop(vr, r_name, rem, lp.kind, subst_node(lp.body, lp.var, rem_index), None, IConst(0), lp.loc,
+                      lp.pipeline)]
         tau = Tau((Piece(((lp.var, index),)), Piece(((lp.var, rem_index),))))
         handles = (o_name, i_name, r_name)
     obligations = (

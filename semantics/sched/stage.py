@@ -21,7 +21,8 @@ the enclosing loops and the bound sizes (no select at all where it always holds)
 tile precision (``tile_prec``, default the source's; a read ``cvt(source[..], p)`` becomes
 ``tile[t]``, a bare read ``cvt(tile[t], dtype(source))``, exact since ``p`` widens). With no
 anchor (outer parts free of loop variables) the declaration and load go just before the
-outermost tile loop. The tile is returned; the load loops are the handles. Datamap: the tile
+outermost tile loop (at a pipeline anchor, the load opens the first stage block that reads the
+tile: ``pipeline.stages.around_stages``). The tile is returned; the load loops are the handles. Datamap: the tile
 is a read-only ``Copy`` of ``source``, cell ``u`` standing for ``o + u``.
 
 ``pad_stride=p`` rounds the declared minor extent up to a multiple of ``p``; the loops iterate
@@ -54,6 +55,7 @@ from .. import ir
 from .. import loopir as L
 from ..dtypes import DTYPES
 from ..index import IVar, ibin
+from ..pipeline.stages import around_stages
 from . import args as A
 from .base import ScheduleError, buffer_names, buffer_type, fresh_buffer, hardware_bound
 from .registry import schedule_op
@@ -106,7 +108,10 @@ def stage(p: ir.Program, source: str, tile_loops: list[str], *, shared: bool = F
     def make(sts: list, ctx: Any) -> list:
         made.append(serial_load(p, plan, tile, prec, ctx, new_var, taken, loc))
         remapped = ToTile(plan, tile, prec).map_block(ir.Block((), tuple(sts))).ops
-        return [L.Decl(L.Buffer(tile, prec, declared, "local"), loc), made[0].stmt, *remapped]
+        head = [L.Decl(L.Buffer(tile, prec, declared, "local"), loc), made[0].stmt]
+        if plan.anchor is not None and plan.anchor.pipeline is not None:  # the load opens the stage reading it
+            return around_stages(remapped, head, [], tile)
+        return [*head, *remapped]
 
     out = place(p, plan, make, bound_sizes)
     (ld,) = made

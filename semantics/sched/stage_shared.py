@@ -44,6 +44,11 @@ A second pipelined stage on the same anchor (whose body is such a rotor, closed 
 after the loop, and whose prefetch reads no ``source``) joins it: its prologue follows the first,
 its prefetch goes under the same guard, and no barrier is added.
 
+At a pipeline anchor (a loop whose body is its stage blocks) the statements put at the start of an
+iteration (the loads and their barrier; the rotor's barrier and prefetch) open the first stage block
+that reads the tile, and a closing barrier ends the last stage block (``pipeline.stages.around_stages``),
+so the stages keep their blocks; stages on one pipeline anchor then neither group nor join.
+
 Preconditions (``ScheduleError``): no tile loop bound to a grid, warp or lane index, or unrolled; a
 reused thread loop is its axis's only term, with coefficient 1, and no two share a slot (nor the
 cooperative lanes slot 0); the staging point lies inside no thread loop (a declaration there is one
@@ -66,6 +71,7 @@ from .. import loopir as L
 from ..bindings import THREAD_SCOPES, slot_of
 from ..layout import Swizzle
 from ..index import IConst, IExpr, IVar, const_value, free_vars, ibin, substitute_many
+from ..pipeline.stages import around_stages
 from .base import (ScheduleError, buffer_names, context_at, enclosing, fresh_buffer, fresh_name, nest,
                    proves, replace_loop, with_body)
 from .stage_plan import LoadNest, Plan, ToTile, copy_holds, edge_guarded, fringe_obligations, load_value, obligations, \
@@ -222,6 +228,9 @@ def stage_shared(p: ir.Program, plan: Plan, prec: str, declared: tuple[IExpr, ..
             rest = ToTile(plan, tile, prec).map_block(ir.Block((), tuple(sts[at:]))).ops
             return [*sts[:lead], decl, *sts[lead:at], made[0].stmt, *rest]
         remapped = ToTile(plan, tile, prec).map_block(ir.Block((), tuple(sts))).ops
+        if plan.anchor is not None and plan.anchor.pipeline is not None:  # the phase spans the reading stages
+            return around_stages(remapped, [decl, made[0].stmt, L.Barrier("block", loc)], [L.Barrier("block", loc)],
+                                 tile)
         return [decl, made[0].stmt, L.Barrier("block", loc), *remapped, L.Barrier("block", loc)]
 
     out = place(p, plan, make, sizes)
@@ -305,8 +314,9 @@ def _pipelined(p: ir.Program, plan: Plan, prec: str, declared: tuple[IExpr, ...]
             prefetch = ops[1:joined] + prefetch
         ops = ops[joined:]
     rest = mapper.map_block(ir.Block((), tuple(ops))).ops
-    new_anchor = dataclasses.replace(a, body=ir.Block(a.body.args, (L.Barrier("block", loc), *prefetch, *rest),
-                                                      a.body.yields))
+    rotor = [L.Barrier("block", loc), *prefetch]
+    body = around_stages(rest, rotor, [], tile) if a.pipeline is not None else [*rotor, *rest]
+    new_anchor = dataclasses.replace(a, body=ir.Block(a.body.args, tuple(body), a.body.yields))
     decl = L.Decl(_tile_buffer(tile, prec, (IConst(2),) + declared, swizzle, sizes), loc)
     closer = [] if joined is not None else [L.Barrier("block", loc)]
     out = with_body(p, replace_loop(p.body, a, [decl, pro.stmt, new_anchor, *closer]))

@@ -9,6 +9,8 @@ a loop's whole body, insert it around the loops of that body.
 ``B[u := s]`` (``s`` is 0 unless the loop was partitioned). The extent must be provably 1
 (constant-folded, or decided by isl from the loops and guards around the loop and the
 schedule's bound sizes); a bound loop is not removed (remove a unit level before binding it).
+A removed pipeline loop's stage blocks run as plain statements (``pipeline.stages.dissolved``):
+one iteration has nothing to overlap.
 
 Legality: both are the identity isomorphism of seed 004. ``tau`` is the identity on the old
 coordinates (insert) or ``u := s`` (remove); a level with one value is a bijection onto
@@ -25,6 +27,7 @@ from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, ibin
 from ..mapper import subst_node
+from ..pipeline.stages import dissolved
 from .base import ScheduleError, loop_name, proves, replace_loop, the_loop, with_body
 from ..transform import Kind, Obligation, Piece, Tau, Transformed
 
@@ -57,6 +60,8 @@ def remove_unit(p: ir.Program, loop: str, *, bound_sizes: Optional[dict[str, int
                             hint="only a loop with exactly one iteration can be removed; bind the sizes that make "
                                  "its extent 1 in tc.schedule(...)")
     body = subst_node(lp.body, lp.var, lp.start)
+    if lp.pipeline is not None:  # a one-trip pipeline: nothing to overlap, its stage blocks run as blocks
+        body = dissolved(body)
     obligations = (
         Obligation(Kind.COVERAGE, "remove_unit", f"{loop!r} runs exactly once ({lp.extent} = 1 was proved), so "
                    f"{loop} := {lp.start} is a bijection", (loop,)),

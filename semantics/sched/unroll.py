@@ -12,7 +12,9 @@
   the loop's context (their constant indices decide guards) and repeated loads among their
   top-level statements are shared through scalar temporaries (``cse.py``, whose side
   condition makes that rewrite exact). Handles: the names of the copies' loops. Datamaps: each
-  copied buffer is ``Renamed`` from its original, each temporary ``Forward``s its load.
+  copied buffer is ``Renamed`` from its original, each temporary ``Forward``s its load. A
+  pipeline loop leaves no loop to overlap: each copy's stage blocks run as plain statements
+  (``pipeline.stages.dissolved``); a marked one keeps its policy and stage blocks.
 
 Legality: tau maps copy ``k`` (and its inner loops) to iteration ``i = s + k`` (and the
 original inner loops); the copies perform ``s, ..., s + n - 1`` once each in increasing
@@ -24,6 +26,7 @@ reproduce; bind it to ``serial`` first.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 from .. import ir
@@ -31,6 +34,7 @@ from . import args as A
 from .registry import schedule_op
 from .. import loopir as L
 from ..index import IConst, const_value
+from ..pipeline.stages import dissolved
 from ..printer import sexpr
 from .base import Copier, ScheduleError, context_at, hardware_bound, replace_loop, the_loop, with_body
 from ..transform import Kind, Obligation, Tau, Transformed
@@ -43,7 +47,7 @@ def unroll(p: ir.Program, loop: str, materialize: bool = False, *,
            bound_sizes: Optional[dict[str, int]] = None) -> Transformed:
     lp = the_loop(p, loop, "unroll")
     if not materialize:
-        marked = L.Loop(lp.var, lp.name, lp.extent, lp.kind, lp.body, "unrolled", lp.start, lp.loc)
+        marked = dataclasses.replace(lp, binding="unrolled")  # a pipeline loop keeps its policy and stage blocks
         return Transformed(with_body(p, replace_loop(p.body, lp, [marked])), Tau(), ())
     if hardware_bound(lp):
         raise ScheduleError(f"unroll: loop {loop!r} is bound to {lp.binding}; its iterations run concurrently",
@@ -56,6 +60,8 @@ def unroll(p: ir.Program, loop: str, materialize: bool = False, *,
     copier = Copier(p)
     copies = [copier.copy(lp.body, lp.var, IConst(start + k), f"u{k}") for k in range(n)]
     block = ir.Block((), tuple(st for c in copies for st in c.body.ops))
+    if lp.pipeline is not None:  # no loop is left to overlap: each copy's stage blocks run as blocks
+        block = dissolved(block)
     block = simplify_block(block, context_at(p, lp, bound_sizes))
     stmts, forwards = cse_loads(block.ops, copier.buffers)
     tau = Tau(tuple(c.piece(lp.var, IConst(start + k)) for k, c in enumerate(copies)))
