@@ -240,3 +240,13 @@ def test_the_realized_gemm_is_race_free_under_thread_sanitizer():
     args = gemm_inputs()
     got = compile_unproved(realize_async_copies(s.program, "k", graph, plan), target="cuda-host", sanitize=True)(**args)
     assert np.array_equal(got["C"], tc.run(s.program, **args)["C"])
+
+
+def test_a_proved_modulo_plan_of_the_gpu_gemm_compiles_to_cp_async_rings_on_cuda_host():
+    s = gemm_gpu(40)
+    s.modulo("k", interval=2, offsets={"load": 0, "compute": 3})
+    assert s.check().ok
+    kernel = tc.compile(s, target="cuda-host")
+    assert "tc_cp_async<4>(&" in kernel.source and "tc_cp_async_wait<1>();" in kernel.source
+    args = gemm_inputs()
+    assert np.array_equal(kernel(**args)["C"], tc.run(gemm_gpu(40).program, **args)["C"])
