@@ -8,8 +8,9 @@ The rendering is one node for one node, and means what the backends emit:
 - ``Guard(cond)`` is ``If(cond)``; ``Seq`` (a braced block) is ``If(1)``, whose body is a
   scope of its own for the buffers it allocates;
 - ``Alloc`` is ``Decl`` (zero-initialised, as the backends allocate it; with its layout), ``Sync`` is
-  ``Barrier``;
-- ``Store`` is ``Assign``, or ``Accum`` with its reducer and the scheduled statement's policy.
+  ``Barrier`` (``AsyncWait`` with its ``pending``);
+- ``Store`` is ``Assign`` (``AsyncCopy`` for an asynchronous copy), or ``Accum`` with its reducer and the
+  scheduled statement's policy.
 
 ``LoopForm.source`` maps each rendered leaf (by identity) back to the lowered node it renders,
 which carries the scheduled statement it implements (``sid``) and its tau (``origin``).
@@ -80,10 +81,10 @@ def _node(n: Node, source: dict[int, Node]) -> Any:
     if isinstance(n, Alloc):
         leaf: Any = L.Decl(L.Buffer(n.buf, n.dtype, n.shape, n.scope, n.layout))
     elif isinstance(n, Store):
-        leaf = L.Assign(n.buf, n.index, n.value, n.loc) if n.accum is None else \
+        leaf = (L.AsyncCopy if n.async_copy else L.Assign)(n.buf, n.index, n.value, n.loc) if n.accum is None else \
             L.Accum(n.buf, n.index, n.accum, n.value, n.policy, n.loc)
     else:
         assert isinstance(n, Sync), type(n).__name__
-        leaf = L.Barrier(n.scope)
+        leaf = L.Barrier(n.scope) if n.pending is None else L.AsyncWait(n.scope, pending=n.pending)
     source[id(leaf)] = n
     return leaf

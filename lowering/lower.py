@@ -167,7 +167,7 @@ class Lowerer:
                                     "this lowering runs block/warp/lane participants one after the other; "
                                     "schedules with barriers need a backend that runs participants as threads")
             self.next_sid += 1
-            return [Sync(st.scope)]
+            return [Sync(st.scope, st.pending if isinstance(st, L.AsyncWait) else None)]
         raise LoweringError(f"unknown loop-form statement {type(st).__name__}", getattr(st, "loc", None),
                             "the program is not in loop form")
 
@@ -255,7 +255,8 @@ class Lowerer:
     def store(self, st) -> Store:
         sid, origin = self.instance()
         if isinstance(st, L.Assign):
-            return Store(sid, st.buf, st.index, st.value, None, origin, False, st.loc)
+            return Store(sid, st.buf, st.index, st.value, None, origin, False, st.loc,
+                         async_copy=isinstance(st, L.AsyncCopy))
         atomic = any(kind != "parallel" and st.buf not in allocated for kind, allocated in self.threads)
         return Store(sid, st.buf, st.index, st.value, st.op, origin, atomic, st.loc, st.policy)
 

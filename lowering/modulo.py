@@ -1,5 +1,8 @@
 """The modulo pass: every pipeline loop with a plan becomes its prologue, steady state and epilogue (C).
 
+With ``asynchronous`` (the CUDA targets) the realization is ``async_copy.realize_async_copies`` instead: one tick
+loop whose copy stages issue ``cp.async`` into shared rings and whose consumers wait for them (``AsyncWait``).
+
 ``realize_plans(program, sizes)`` replaces each loop whose ``Loop.pipeline.plan`` is set by the realization of
 its plan under the ``sync`` model (``semantics.pipeline.realize``: rings with a slot axis ``i mod V``, stages at
 their columns), split into the ticks ``[0, C - 1)`` (prologue), ``[C - 1, N)`` (steady state, every stage active,
@@ -28,12 +31,13 @@ from tilecert.semantics.pipeline.stages import pipeline_loops
 from tilecert.semantics.serialize import dump
 from tilecert.semantics.transform import Kind
 
+from .async_copy import realize_async_copies
 from .program import LoweringError
 
 PLAN_KINDS = (Kind.PIPELINE_SCHEDULE, Kind.VERSIONS, Kind.RELEASE)
 
 
-def realize_plans(program: ir.Program, sizes: Mapping[str, int]) -> ir.Program:
+def realize_plans(program: ir.Program, sizes: Mapping[str, int], asynchronous: bool = False) -> ir.Program:
     """``program`` with every pipeline loop that has a proved plan realized in three phases (the module doc);
     ``LoweringError`` for a plan the checker has not proved."""
     planned = [lp for lp in pipeline_loops(program.body) if lp.pipeline.plan is not None]
@@ -54,7 +58,8 @@ def realize_plans(program: ir.Program, sizes: Mapping[str, int]) -> ir.Program:
                                 f"the plan breaks its edge {broken[0]}", lp.loc,
                                 "choose offsets that meet the edges of carried state (a larger interval or a later "
                                 "consumer)")
-        out = realize(out, lp.name, graph, plan, "sync", phases=True)
+        out = realize_async_copies(out, lp.name, graph, plan) if asynchronous else \
+            realize(out, lp.name, graph, plan, "sync", phases=True)
     return out
 
 

@@ -3,7 +3,8 @@
 ``lower_for(target, program, sizes)`` runs, in order:
 
 1. **bind sizes** (``lower.bind_sizes``): the sizes the schedule binds become constants;
-   **realize the modulo plans** (``modulo.realize_plans``, C only): each pipeline loop with a plan the
+   **realize the modulo plans** (``modulo.realize_plans``; CUDA: one tick loop with ``cp.async``,
+   ``async_copy.realize_async_copies``): each pipeline loop with a plan the
    checker proved becomes its prologue, steady state and epilogue over rings (a plan not proved is a
    ``LoweringError``; a loop with no plan stays sequential);
 2. **place barriers** (``barriers.place_barriers``, CUDA only): each kernel as the threads of a
@@ -63,8 +64,7 @@ def lower_for(target: str, program: ir.Program, sizes: Mapping[str, int],
     """``program`` (scheduled loop form) lowered and validated for ``target`` with ``sizes`` bound."""
     threaded = target in THREADED
     p = bind_sizes(program, sizes)
-    if target == "c":
-        p = realize_plans(p, sizes)
+    p = realize_plans(p, sizes, asynchronous=threaded)
     placed = place_barriers(p, hardware, sizes) if threaded else p
     text = dump(placed)
     report = None

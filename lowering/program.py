@@ -19,14 +19,17 @@ says *how*, in terms any imperative backend renders directly:
   the buffer uninitialised.
 - ``Store``: ``buf[index] = value`` or ``buf[index] op= value`` (``accum``, under the
   scheduled update's reduction ``policy``). ``atomic``: concurrent updates of one cell are
-  possible and must be serialised.
+  possible and must be serialised. ``async_copy``: the lowered ``loopir.AsyncCopy`` (a backend with
+  asynchronous copies may issue it as one; landing it at once is what it means to every other).
 
 An ``Alloc`` or a ``Store`` is a copy of scheduled statement ``sid`` (its number in the
 checker's model of the scheduled program, ``checker.model.Model.statements``: every
 ``Decl``, ``Assign``, ``Accum`` and ``Barrier`` in program order); ``origin`` maps each
 loop variable of that statement to an expression over this program's loop variables
 (``tau``: which instance of the scheduled statement a lowered instance performs).
-- ``Sync``: a barrier among the participants of a scope.
+- ``Sync``: a barrier among the participants of a scope; with ``pending`` set, the lowered
+  ``loopir.AsyncWait``: commit the asynchronous copies issued since the last one, wait until at
+  most ``pending`` groups are in flight, then the barrier.
 
 ``Lowered.packs`` names the hoisted constant packs (``lowering.packs``) at the start of the
 body: each is the ``Alloc`` at ``body[start]`` and the nodes of its nest up to ``body[stop]``,
@@ -102,11 +105,13 @@ class Store:
     atomic: bool = False
     loc: Loc = NOWHERE
     policy: Optional[str] = None
+    async_copy: bool = False
 
 
 @dataclass(frozen=True)
 class Sync:
     scope: str
+    pending: Optional[int] = None
 
 
 Node = Union[For, Guard, Seq, Alloc, Store, Sync]
@@ -179,9 +184,11 @@ def format_lowered(lp: Lowered) -> str:
             elif isinstance(node, Store):
                 idx = ", ".join(map(str, node.index))
                 op = f"{node.accum}=" if node.accum else "="
-                lines.append(f"{pad}S{node.sid}: {node.buf}[{idx}] {op} ...{' (atomic)' if node.atomic else ''}")
+                note = " (atomic)" if node.atomic else " (async)" if node.async_copy else ""
+                lines.append(f"{pad}S{node.sid}: {node.buf}[{idx}] {op} ...{note}")
             else:
-                lines.append(f"{pad}sync {node.scope}")
+                wait = "" if node.pending is None else f" after async wait (at most {node.pending} pending)"
+                lines.append(f"{pad}sync {node.scope}{wait}")
 
     emit(lp.body, 1)
     return "\n".join(lines)

@@ -234,6 +234,14 @@ class LoopInterpreter:
 
     st_StageBlock = st_If  # a stage subregion is a block (its guard is true)
 
+    def st_AsyncCopy(self, st: L.AsyncCopy) -> None:
+        """The copy, landed at once: what it means where its wait precedes every access of its cell."""
+        self.st_Assign(st)
+
+    def st_AsyncWait(self, st: L.AsyncWait) -> None:
+        """The block barrier it ends with (its copies have landed at their issue here)."""
+        self.st_Barrier(st)
+
     def st_Barrier(self, st: L.Barrier) -> None:
         """Every scope instance is reached by all its participants or by none.
 

@@ -20,6 +20,11 @@ statements. A loop-form program is an ordinary ``Program`` whose body holds thes
   whether its membership was inferred. The body of a pipeline loop is its stage blocks in
   ordinal order (``semantics.pipeline.stages``); passes that rebuild a block keep them with
   ``dataclasses.replace``.
+- ``AsyncCopy`` / ``AsyncWait``: an asynchronous copy into a shared ring and the wait that completes it
+  (CUDA's ``cp.async`` and ``commit_group`` + ``wait_group(n)`` + ``__syncthreads``), as an ``Assign`` and a block
+  ``Barrier`` subclass: every pass, the interpreters and the checker run them as the plain copy and the block
+  barrier they mean when each copy's wait comes before any access of its cell (see ``AsyncWait``); the CUDA
+  backend renders them as the hardware's asynchronous copy.
 
 Scalar expressions (``Ld``, ``Lit``, ``Ix``, ``Un``, ``Bin``, ``Sel``, ``Cvt``) carry their dtype.
 """
@@ -139,6 +144,29 @@ class Barrier:
 
 
 @dataclass(frozen=True)
+class AsyncCopy(Assign):
+    """``buf[index] = value`` issued as an asynchronous copy: ``value`` is a load of a tensor element (or ``Sel(c,
+    load, 0)``, the zero-fill form) and ``buf`` a shared buffer. It lands in ``buf`` at the latest at the first
+    ``AsyncWait`` of its thread that leaves it out of the ``pending`` newest groups; until then the cell holds its
+    old content. This is the pending slot of ``semantics.pipeline.realize``'s ``async`` model (``b.inflight[s]``)
+    made the hardware's: the copy is the write into the pending slot, the wait's completion the move into the ring.
+    """
+
+
+@dataclass(frozen=True)
+class AsyncWait(Barrier):
+    """Commit the asynchronous copies a thread issued since its last ``AsyncWait`` as one group, wait until at most
+    ``pending`` of its groups are still in flight (the older ones have landed), then a block barrier (which
+    publishes the landed cells to the block). ``scope`` is ``block``.
+
+    Run as the copy it completes and the barrier it is, a program means what it runs on CUDA when every thread
+    reaches the same waits (they are block barriers) and no cell of a copy is accessed between its issue and the
+    wait that completes it; ``lowering.async_copy.wait_pending`` derives ``pending`` from a plan's columns."""
+
+    pending: int = 0
+
+
+@dataclass(frozen=True)
 class If:
     cond: IExpr
     body: Block
@@ -180,7 +208,7 @@ class Loop:
     pipeline: Optional[Pipelining] = None
 
 
-Stmt = Union[Decl, Assign, Accum, Barrier, If, Loop]
+Stmt = Union[Decl, Assign, Accum, Barrier, If, Loop]  # AsyncCopy / AsyncWait are an Assign / a Barrier
 STMT_TYPES = (Decl, Assign, Accum, Barrier, If, Loop)
 EXPR_TYPES = (Ld, Lit, Ix, Un, Bin, Sel, Cvt)
 

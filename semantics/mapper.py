@@ -131,7 +131,7 @@ class Mapper:
 
 
 _METHODS = {L.Loop: "map_loop", L.If: "map_if", L.StageBlock: "map_if", L.Decl: "map_decl", L.Assign: "map_assign",
-            L.Accum: "map_accum", L.Barrier: "map_barrier", L.Ld: "map_ld", L.Lit: "map_lit", L.Ix: "map_ix", L.Un: "map_un",
+            L.Accum: "map_accum", L.Barrier: "map_barrier", L.AsyncCopy: "map_assign", L.AsyncWait: "map_barrier", L.Ld: "map_ld", L.Lit: "map_lit", L.Ix: "map_ix", L.Un: "map_un",
             L.Cvt: "map_cvt", L.Bin: "map_bin", L.Sel: "map_sel"}
 
 

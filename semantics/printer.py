@@ -142,6 +142,10 @@ def _leaf_text(st, pad: str, ix: IndexText) -> str:
         b = st.buf
         layout = "" if b.layout is None else f" {b.layout}"
         return f"{pad}{b.scope} {b.name}: {b.dtype}[{', '.join(ix(x) for x in b.shape)}]{layout}"
+    if isinstance(st, L.AsyncCopy):
+        return f"{pad}{st.buf}[{', '.join(ix(i) for i in st.index)}] = async {sexpr(st.value, ix)}"
+    if isinstance(st, L.AsyncWait):
+        return f"{pad}async wait (at most {st.pending} pending), barrier {st.scope}"
     if isinstance(st, L.Assign):
         return f"{pad}{st.buf}[{', '.join(ix(i) for i in st.index)}] = {sexpr(st.value, ix)}"
     if isinstance(st, L.Accum):

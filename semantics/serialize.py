@@ -30,7 +30,7 @@ _CLASSES: dict[str, type] = {
         ir.Parallel, ir.Serial, ir.Pipeline, ir.Reduce, ir.TensorDecl, ir.Program,
         loopir.Ld, loopir.Lit, loopir.Ix, loopir.Un, loopir.Bin, loopir.Sel, loopir.Cvt, loopir.Buffer,
         loopir.Decl, loopir.Assign, loopir.Accum, loopir.Barrier, loopir.If, loopir.Loop, layout.Swizzle,
-        loopir.StageBlock, loopir.Pipelining, ModuloPlan,
+        loopir.StageBlock, loopir.Pipelining, ModuloPlan, loopir.AsyncCopy, loopir.AsyncWait,
     )
 }
 
@@ -124,7 +124,7 @@ _RENAMED = {  # field -> namespace of the identifier it holds
     ("Reduce", "region"): "region", ("Alloc", "mem"): "mem", ("MemStore", "mem"): "mem", ("MemLoad", "mem"): "mem",
     ("ViewLoad", "tensor"): "tensor", ("ViewStore", "tensor"): "tensor", ("TensorDecl", "name"): "tensor",
     ("Buffer", "name"): "tensor", ("Ld", "buf"): "tensor", ("Assign", "buf"): "tensor", ("Accum", "buf"): "tensor",
-    ("Loop", "var"): "region", ("StageBlock", "pipeline"): "region", ("Pipelining", "pipeline"): "region",
+    ("AsyncCopy", "buf"): "tensor", ("Loop", "var"): "region", ("StageBlock", "pipeline"): "region", ("Pipelining", "pipeline"): "region",
 }
 _VALUE_REFS = {"x", "a", "b", "c", "cond", "init", "fallback", "value", "inits", "yields"}
 _OPS_WITH_REFS = {"Cast", "Unary", "Reshape", "Binary", "Select", "ReduceExpr", "Mma", "ViewLoad", "ViewStore",

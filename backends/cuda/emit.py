@@ -16,7 +16,13 @@ by ``semantics.launch.shared_bytes`` and bounded by the target's static limit), 
 local arrays, the program's block / warp barriers are ``__syncthreads()`` / ``__syncwarp()``
 (the emitter inserts none: the lowering pipeline's barrier pass placed them, and a statement
 outside the thread loops of a kernel is refused), and updates the lowering marks atomic are
-compare-and-swap loops. Hoisted constant packs (``Lowered.packs``) are rendered as ordinary
+compare-and-swap loops. An asynchronous copy (``Store.async_copy``, the lowered ``loopir.AsyncCopy``) of a
+tensor element into a ``__shared__`` buffer whose element has 4, 8 or 16 bytes is ``tc_cp_async<bytes>``:
+``cp.async.ca.shared.global`` where the device has it (``__CUDA_ARCH__ >= 800``), its zero-fill form (src-size 0,
+nothing read) for the ``Sel(c, load, 0)`` of a guarded element, and the synchronous copy on an older device; any
+other (a converted or computed value, a 1- or 2-byte element) is the plain store. A ``Sync`` with ``pending``
+(the lowered ``loopir.AsyncWait``) is ``tc_cp_async_commit()`` (``cp.async.commit_group``),
+``tc_cp_async_wait<pending>()`` (``cp.async.wait_group``), then ``__syncthreads()``. Hoisted constant packs (``Lowered.packs``) are rendered as ordinary
 code: a pack's buffer is a zeroed top-level device allocation and its nest runs before the
 kernel proper on every call of the launcher. Element and index arithmetic are the C backend's (its ``Emitter``
 and helper prelude, made ``__host__ __device__``), so results are bit-identical to it where
@@ -28,6 +34,7 @@ The source compiles with nvcc, and with g++ against the host emulation header
 """
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 from tilecert.backends.c.emit import C_TYPES, Emitter, binary
@@ -105,6 +112,35 @@ static int tc_geometry(int64_t gx, int64_t gy, int64_t gz, int64_t bx, int64_t b
     }
     return 1;
 }
+/* async copies: cp.async on sm_80 and later, tc_cuda_emu.h on the host, a copy at once before sm_80 */
+/* tc_cp_async<B>: B bytes from global src to shared dst, or B zero bytes (src-size 0, src not read) when !valid */
+template <int B> __device__ inline void tc_cp_async(void *dst, const void *src, bool valid) {
+#if defined(TC_CUDA_EMULATION)
+    tc_emu::cp_async(dst, src, B, valid);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%%0], [%%1], %%2, %%3;\n" :: "r"(s), "l"(src), "n"(B), "r"(valid ? B : 0)
+                 : "memory");
+#else
+    if (valid) memcpy(dst, src, B); else memset(dst, 0, B);
+#endif
+}
+/* the copies this thread issued since its last commit become one group (cp.async.commit_group) */
+__device__ inline void tc_cp_async_commit() {
+#if defined(TC_CUDA_EMULATION)
+    tc_emu::cp_async_commit();
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+/* wait until at most N of this thread's groups are in flight (cp.async.wait_group N) */
+template <int N> __device__ inline void tc_cp_async_wait() {
+#if defined(TC_CUDA_EMULATION)
+    tc_emu::cp_async_wait(N);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %%0;\n" :: "n"(N) : "memory");
+#endif
+}
 /* round bf16 inputs in place, as the interpreter stores them */
 static inline void tc_round_bf16(float *x, int64_t n) { for (int64_t k = 0; k < n; ++k) x[k] = tc_bf16(x[k]); }
 """
@@ -127,6 +163,7 @@ class CudaEmitter(Emitter):
         self.kernels: list[str] = []
         self.host_allocs: list[str] = []  # the device allocations in scope, by buffer name
         self.launch: Optional[Launch] = None
+        self.shared_buffers: set[str] = set()  # the __shared__ allocations (their names are unique per kernel)
 
     # ------------------------------------------------------------------ kernel statements
     def nodes(self, nodes: tuple[Node, ...], depth: int, path: Path, level: Level, acts: tuple[str, ...]) -> None:
@@ -134,6 +171,9 @@ class CudaEmitter(Emitter):
         for k, node in enumerate(nodes):
             p = path + (k,)
             if isinstance(node, Sync):
+                if node.pending is not None:
+                    self.emit(f"tc_cp_async_commit(); tc_cp_async_wait<{node.pending}>();  "
+                              + c_comment(f"async copies land: at most {node.pending} groups in flight"), depth)
                 self.emit(BARRIER[node.scope] + "  " + c_comment(f"{node.scope} barrier"), depth)
             elif isinstance(node, Alloc):
                 self.alloc(node, depth, p, level)
@@ -229,6 +269,7 @@ class CudaEmitter(Emitter):
             if d in bound:
                 n = self.launch.extent(d)
                 offset = f"({offset} * {n} + {self.raw[d]})" if offset != "0" else self.raw[d]
+        self.shared_buffers.add(node.buf)
         self.shared_bytes += G.shared_bytes(copies, size, dtype_of(node.dtype).itemsize)
         note = f"{node.scope} {node.buf}"
         if copies == 1:
@@ -239,6 +280,8 @@ class CudaEmitter(Emitter):
             self.emit(f"{ctype} *const {name} = {name}_s + {offset} * {size};", depth)
 
     def update(self, st: Store, depth: int) -> None:
+        if st.async_copy and self.async_copy(st, depth):
+            return
         if not st.atomic:
             self.store(st, depth)
             return
@@ -251,10 +294,31 @@ class CudaEmitter(Emitter):
         self.emit(f"{{ const {ctype} tc_v = {self.expr(st.value)}; tc_atomic_update(&{self.ref(st.buf, st.index)}, "
                   f"[&]({ctype} tc_c) {{ return ({ctype}){binary(st.accum, 'tc_c', 'tc_v', dt)}; }}); }}", depth)
 
+    def async_copy(self, st: Store, depth: int) -> bool:
+        """Emit ``st`` as ``tc_cp_async`` when it is a copy of a tensor element (or its zero-fill ``Sel(c, load,
+        0)``) into a ``__shared__`` buffer of the same dtype with 4, 8 or 16 bytes an element; whether it was."""
+        got = copy_source(st.value)
+        dt = self.dtypes[st.buf]
+        tensors = {t.name for t in self.lp.tensors}
+        if got is None or st.buf not in self.shared_buffers or got[0].buf not in tensors or got[0].dtype != dt \
+                or C_BYTES[dt] not in CP_ASYNC_BYTES:
+            return False
+        src, cond = got
+        self.emit(c_comment(f"S{st.sid} at line {st.loc.line} (async copy)"), depth)
+        ptr = f"&{self.ref(src.buf, src.index)}"
+        if cond is None:
+            valid = "true"
+        else:
+            valid = f"(bool)({self.expr(cond)})"
+            ptr = f"{valid} ? {ptr} : {self.names[src.buf]}"
+        self.emit(f"tc_cp_async<{C_BYTES[dt]}>(&{self.ref(st.buf, st.index)}, {ptr}, {valid});", depth)
+        return True
+
     # ------------------------------------------------------------------ kernels
     def kernel(self, k: Launch) -> str:
         self.launch = k
         self.shared_bytes = 0
+        self.shared_buffers = set()
         # a kernel's buffers end with it
         scope = (dict(self.names), dict(self.dtypes), dict(self.shapes), dict(self.layouts))
         saved, self.lines = self.lines, []
@@ -382,11 +446,30 @@ class CudaEmitter(Emitter):
         launcher = [c_comment(f"host launcher of {self.lp.name}"), f"void tc_kernel({', '.join(params)})", "{"]
         launcher += [f"    (void){self.sizes[s]};" for s in self.lp.sizes]
         launcher += ["    *err = 0;", "    auto run = [&]() -> int {"] + self.lines + ["    };", "    run();", "}", ""]
+        if any(isinstance(n, Store) and n.async_copy for n in walk(self.lp.body)):
+            header += c_comment(ASYNC_NOTE) + "\n"
         head = [header + _HEAD, prelude("static __host__ __device__ inline"),
                 _RUNTIME % {"cuda": ERR_CUDA, "geometry": ERR_GEOMETRY, "threads": self.target.max_threads_per_block,
                             **dict(zip(("gx", "gy", "gz"), self.target.max_grid)),
                             **dict(zip(("bx", "by", "bz"), self.target.max_block))}]
         return "\n".join(head + self.kernels + launcher)
+
+
+C_BYTES = {"bool": 1, "i8": 1, "u8": 1, "i16": 2, "f16": 2, "i32": 4, "bf16": 4, "f32": 4, "i64": 8, "f64": 8}
+"""The bytes of an element in its C type (``C_TYPES``: bf16 is stored as float)."""
+CP_ASYNC_BYTES = (4, 8, 16)  # the copy sizes of cp.async
+ASYNC_NOTE = "async copies: checked as landed at issue; each lands by its wait_group, counted from the plan (no obligation)"
+
+
+def copy_source(e: L.SExpr) -> Optional[tuple[L.Ld, Optional[L.SExpr]]]:
+    """``(load, None)`` for a load, ``(load, c)`` for ``Sel(c, load, 0)`` (a guarded element: zero where ``c`` is
+    false); None for any other value."""
+    if isinstance(e, L.Ld):
+        return e, None
+    if isinstance(e, L.Sel) and isinstance(e.a, L.Ld) and isinstance(e.b, L.Lit) and e.b.value == 0 \
+            and math.copysign(1.0, float(e.b.value)) > 0:  # +0: the zero fill's bytes
+        return e.a, e.cond
+    return None
 
 
 def _has_f16(node: Node) -> bool:

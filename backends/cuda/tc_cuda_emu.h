@@ -16,6 +16,13 @@
  *   The launch then fails: cudaGetLastError() returns cudaErrorTcBarrier and
  *   cudaGetErrorString() the report. No thread runs past a barrier its block did not pass
  *   (it abandons the block), and the remaining blocks are not run.
+ * - cp.async (the emitted tc_cp_async / tc_cp_async_commit / tc_cp_async_wait) is a copy that completes
+ *   only at a wait: an issued copy reads its source and waits, pending, in its thread's open group;
+ *   commit_group closes that group; wait_group(n) lands the thread's groups but the newest n, oldest first
+ *   (the landing writes happen there, on the issuing thread). A read of a cell whose copy is pending sees
+ *   its old content, so a missing wait gives a wrong value; with ThreadSanitizer a missing barrier after
+ *   the wait is a race between the landing write and another thread's read. Copies still pending when a
+ *   block ends never land.
  * - Device memory is host memory (cudaMemcpy is memcpy); atomics are std::atomic_ref.
  * - Launches are synchronous. Launch geometry is checked against the CUDA limits.
  */
@@ -29,6 +36,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -287,6 +295,34 @@ inline void sync(Wait kind, int line) {
     if (t.await(tid, true, seen)) throw Abandon{};
 }
 
+/* cp.async: one pending copy (its source's bytes, read at issue), a thread's open group and its committed ones. */
+struct PendingCopy {
+    void *dst;
+    unsigned char bytes[16];
+    int n;
+};
+struct AsyncCopies {
+    std::vector<PendingCopy> open;
+    std::deque<std::vector<PendingCopy>> groups;
+};
+inline thread_local AsyncCopies async_copies;
+
+inline void cp_async(void *dst, const void *src, int n, bool valid) {
+    PendingCopy c{dst, {}, n};
+    if (valid) std::memcpy(c.bytes, src, (size_t)n); /* else the zero-fill form: n zero bytes, nothing read */
+    async_copies.open.push_back(c);
+}
+inline void cp_async_commit() {
+    async_copies.groups.push_back(std::move(async_copies.open));
+    async_copies.open.clear();
+}
+inline void cp_async_wait(int n) {
+    while (async_copies.groups.size() > (size_t)n) {
+        for (const PendingCopy &c : async_copies.groups.front()) std::memcpy(c.dst, c.bytes, (size_t)c.n);
+        async_copies.groups.pop_front();
+    }
+}
+
 inline cudaError_t &last_error() {
     static cudaError_t e = cudaSuccess;
     return e;
@@ -324,6 +360,7 @@ template <class Body> void launch(dim3 grid, dim3 block, Body body) {
             for (unsigned y = 0; y < grid.y; ++y)
                 for (unsigned x = 0; x < grid.x; ++x) {
                     blockIdx = uint3{x, y, z};
+                    async_copies = AsyncCopies{};
                     try {
                         body();
                     } catch (const Abandon &) {

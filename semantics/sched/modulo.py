@@ -1,4 +1,4 @@
-"""modulo(loop, interval, offsets, window, versions, waits, releases): set a modulo plan on a pipeline loop.
+"""modulo(loop, interval, offsets, window, versions, waits, releases, target): set a modulo plan on a pipeline loop.
 
 The statements do not change: the plan (``semantics.pipeline.plan.ModuloPlan``) is set on the loop's policy
 (``Loop.pipeline.plan``), where the printers, the serialization and the digest read it and later ops keep it. It
@@ -13,8 +13,9 @@ states how the pipeline is to overlap, with ``Issue(s, i) = i * interval + theta
   ``(producer stage, consumer stage, buffer)``; None: every flow edge waits) and ``releases`` the readers whose
   release each buffer's slot reuse waits for (None: every actual reader); ``versions`` and ``releases`` name only
   buffers the loop's body declares and one stage writes for another to read (a tensor or carried state keeps its
-  one copy: refused). What a plan derives from them is
-  ``semantics.pipeline.derive``.
+  one copy: refused). What a plan derives from them is ``semantics.pipeline.derive``;
+- ``target`` (``c``, the default, ``interp``, ``cuda``, ``cuda-host``) is the row of the latency table
+  (``semantics.pipeline.latency``) the plan is made for and checked under.
 
 Legality (tau is the identity: every instance runs as before; the plan is a realization the checker holds
 against the sequential order, for all iterations with the trip count ``N`` symbolic):
@@ -42,6 +43,7 @@ from ..transform import Kind, Obligation, Tau, Transformed
 from . import args as A
 from .base import ScheduleError, replace_loop, with_body
 from .registry import schedule_op
+from ..pipeline.latency import LATENCY
 
 STAGE = A.StageName("loop")
 WAIT = A.TupleOf(STAGE, STAGE, A.BufferName(), example="['load', 'compute', 'a']")
@@ -59,22 +61,25 @@ FORMULAS = {
 @schedule_op("modulo", [A.LoopName(), A.Optional(A.PosInt()), A.Optional(A.MapOf(STAGE, A.NonNegInt())),
                         A.Optional(A.NonNegInt()), A.Optional(A.MapOf(A.BufferName(), A.PosInt())),
                         A.Optional(A.ListOf(WAIT, min_len=0)),
-                        A.Optional(A.MapOf(A.BufferName(), A.ListOf(STAGE, min_len=0))), A.BoundSizes()])
+                        A.Optional(A.MapOf(A.BufferName(), A.ListOf(STAGE, min_len=0))), A.Enum(tuple(LATENCY)),
+                        A.BoundSizes()])
 def modulo(p: ir.Program, loop: str, interval: Optional[int] = None, offsets: Optional[dict] = None,
            window: Optional[int] = None, versions: Optional[dict] = None, waits: Optional[list] = None,
-           releases: Optional[dict] = None, *, bound_sizes: Optional[dict[str, int]] = None) -> Transformed:
+           releases: Optional[dict] = None, target: str = "c", *,
+           bound_sizes: Optional[dict[str, int]] = None) -> Transformed:
     lp = the_pipeline_loop(p, loop, "modulo")
     window = lp.pipeline.window if window is None else window
     if offsets is not None:
-        plan = ModuloPlan(lp.pipeline.interval if interval is None else interval, _offsets(p, lp, offsets), window)
+        plan = ModuloPlan(lp.pipeline.interval if interval is None else interval, _offsets(p, lp, offsets), window,
+                          target)
     else:
         from ..pipeline.planner import plan_modulo
         graph = stage_graph(p, loop, bound_sizes)
         if interval is None:
-            plan = plan_modulo(graph, window=window, interval=lp.pipeline.interval)
+            plan = plan_modulo(graph, window=window, interval=lp.pipeline.interval, target=target)
         else:
             try:
-                plan = plan_modulo(graph, window=window, interval=interval, max_interval=interval)
+                plan = plan_modulo(graph, window=window, interval=interval, max_interval=interval, target=target)
             except ScheduleError as exc:
                 raise ScheduleError(f"{exc.message} (interval={interval} was given)", hint="leave interval out for "
                                     "the least interval that has a plan, or give offsets too") from None
