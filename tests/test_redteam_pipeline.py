@@ -357,29 +357,21 @@ def test_a_huge_offset_is_refused_or_runs_in_bounded_time():
     assert done.returncode == 0, done.stderr.decode()[-2000:]
 
 
-@pytest.mark.xfail(strict=True, reason="the cuda-host realization of a proved plan over a scalar ring (`two`: "
-                                       "X.at(k) loaded in a copy stage) fails translation validation: the wait "
-                                       "`a[(ticks - 2) % 3] = a.inflight[...]` reads a.inflight, which no Decl in "
-                                       "scope names (tile loads, as `tiled`, compile and match)")
-def test_a_proved_cuda_host_plan_over_a_scalar_ring_compiles_and_matches():
-    s = tc.schedule(two)
+SCALAR_RING = pytest.mark.xfail(strict=True, reason="the cuda-host realization of a proved plan over a scalar ring "
+                                "(`two`: X.at(k) loaded in a copy stage) fails translation validation: the wait "
+                                "`a[(ticks - 2) % 3] = a.inflight[...]` reads a.inflight, which no Decl in scope "
+                                "names (tile loads, as `tiled`, compile and match)")
+
+
+@pytest.mark.parametrize("kernel,longer", [pytest.param(two, 0, marks=SCALAR_RING, id="scalar"),
+                                           pytest.param(tiled, 1, id="tile")])
+def test_a_proved_cuda_host_plan_compiles_and_matches(kernel, longer):
+    s = tc.schedule(kernel)
     s.modulo("k", target="cuda-host", window=0)
     assert s.check().ok
     compiled = tc.compile(s, target="cuda-host")
-    program = tc.schedule(two).program
+    program = tc.schedule(kernel).program
     for n in (0, 1, 2, 5):
-        arrays = arrays_for(program, n, 0)
-        want = tc.run(program, **{k: v.copy() for k, v in arrays.items()})
-        assert same(want, compiled(**{k: v.copy() for k, v in arrays.items()})), n
-
-
-def test_a_proved_cuda_host_plan_over_a_tile_ring_compiles_and_matches():
-    s = tc.schedule(tiled)
-    s.modulo("k", target="cuda-host", window=0)
-    assert s.check().ok
-    compiled = tc.compile(s, target="cuda-host")
-    program = tc.schedule(tiled).program
-    for n in (0, 1, 2, 5):
-        arrays = arrays_for(program, n, 1)
+        arrays = arrays_for(program, n, longer)
         want = tc.run(program, **{k: v.copy() for k, v in arrays.items()})
         assert same(want, compiled(**{k: v.copy() for k, v in arrays.items()})), n
