@@ -14,6 +14,7 @@ states how the pipeline is to overlap, with ``Issue(s, i) = i * interval + theta
   release each buffer's slot reuse waits for (None: every actual reader); ``versions`` and ``releases`` name only
   buffers the loop's body declares and one stage writes for another to read (a tensor or carried state keeps its
   one copy: refused). What a plan derives from them is ``semantics.pipeline.derive``;
+- ``offsets`` keep at most ``MAX_COLUMNS`` (64) iterations in flight (``max(theta) // II + 1``);
 - ``target`` (``c``, the default, ``interp``, ``cuda``, ``cuda-host``) is the row of the latency table
   (``semantics.pipeline.latency``) the plan is made for and checked under.
 
@@ -46,6 +47,9 @@ from .registry import schedule_op
 from ..pipeline.latency import LATENCY
 
 STAGE = A.StageName("loop")
+MAX_COLUMNS = 64
+"""The most iterations a plan keeps in flight (``max(theta) // II + 1``): its realization runs ``N + columns - 1``
+ticks, so an unbounded offset would be an unbounded prologue of idle ticks."""
 WAIT = A.TupleOf(STAGE, STAGE, A.BufferName(), example="['load', 'compute', 'a']")
 FORMULAS = {
     Kind.PIPELINE_SCHEDULE: "Issue(c, i + d) >= Issue(p, i) + latency(e) for every stage-graph edge e = (p, c, d) "
@@ -72,6 +76,11 @@ def modulo(p: ir.Program, loop: str, interval: Optional[int] = None, offsets: Op
     if offsets is not None:
         plan = ModuloPlan(lp.pipeline.interval if interval is None else interval, _offsets(p, lp, offsets), window,
                           target)
+        if max(plan.offsets) // plan.interval + 1 > MAX_COLUMNS:
+            raise ScheduleError(f"modulo: offsets {plan.offsets} at interval {plan.interval} keep "
+                                f"{max(plan.offsets) // plan.interval + 1} iterations in flight, more than "
+                                f"{MAX_COLUMNS}", hint="give offsets below interval * "
+                                f"{MAX_COLUMNS} (a deeper plan realizes to that many prologue ticks)")
     else:
         from ..pipeline.planner import plan_modulo
         graph = stage_graph(p, loop, bound_sizes)
