@@ -4,7 +4,8 @@ A differential campaign: for DSL kernels with aliasing tensors (read in one stag
 index), a tensor read and written in one stage, carried values used in two stages, 3 and 4 stages with skip edges and
 a select, every plan with ``II`` in 1..2 and offsets in ``[0, 2 * II + 2)`` that ``pipeline_schedule``, ``versions``
 and ``release`` all prove on ``stage_graph``'s graph, realized under both models, gives bitwise the outputs of the
-interpreter on the unplanned program for trip counts 0, 1, 3 (0..5 with ``TILECERT_FULL=1``): a stage graph that
+interpreter on the unplanned program for trip counts 0 and 3 and every other plan (all, at 0..5, with
+``TILECERT_FULL=1``): a stage graph that
 missed an edge would show here as a proved plan with a wrong output; a sample of them compiled to C as well.
 And hostile ``s.modulo`` arguments: a
 ``versions`` entry for a buffer that never gets slots (a tensor, carried state) is refused, not printed as a ring
@@ -200,7 +201,8 @@ RECURRENCES = {"carried", "floor"}
 overlaps two iterations."""
 
 
-TRIPS = range(6) if os.environ.get("TILECERT_FULL") == "1" else (0, 1, 3)
+FULL = os.environ.get("TILECERT_FULL") == "1"
+TRIPS = range(6) if FULL else (0, 3)
 """The trip counts the campaign runs every proved plan at (all of 0..5 with ``TILECERT_FULL=1``)."""
 
 
@@ -234,7 +236,7 @@ def test_every_proved_plan_realizes_to_the_sequential_meaning(name, target):
     plans = list(proved_plans(graph, target))
     assert name in RECURRENCES or any(max(p.offsets) // p.interval > 0 for p in plans), \
         "some proved plan overlaps iterations"
-    for plan in plans:
+    for plan in plans if FULL else plans[::2]:  # a bounded sample by default: every other proved plan
         for n in TRIPS:
             arrays = arrays_for(program, n, longer)
             want = tc.run(program, **{k: v.copy() for k, v in arrays.items()})
@@ -247,7 +249,7 @@ def test_every_proved_plan_realizes_to_the_sequential_meaning(name, target):
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_the_deepest_proved_plan_compiles_to_c_that_matches(name):
     """Per kernel, the proved plan with the most columns, set by ``s.modulo``: proved by ``s.check`` too, and its C
-    (prologue / steady state / epilogue over rings) matches the interpreter for trip counts 0..8."""
+    (prologue / steady state / epilogue over rings) matches the interpreter for trip counts 0, 2, 5 (0..8 with ``TILECERT_FULL=1``)."""
     kernel, longer = KERNELS[name]
     program = tc.schedule(kernel).program
     plan = min(proved_plans(stage_graph(program, "k", {})), key=lambda p: (-(max(p.offsets) // p.interval),
@@ -256,7 +258,7 @@ def test_the_deepest_proved_plan_compiles_to_c_that_matches(name):
     s.modulo("k", interval=plan.interval, offsets=dict(enumerate(plan.offsets)), window=0)
     assert s.check().ok
     compiled = tc.compile(s)
-    for n in (0, 1, 2, 3, 5, 8):
+    for n in range(9) if FULL else (0, 2, 5):
         arrays = arrays_for(program, n, longer)
         want = tc.run(program, **{k: v.copy() for k, v in arrays.items()})
         assert same(want, compiled(**{k: v.copy() for k, v in arrays.items()})), (name, plan, n)
